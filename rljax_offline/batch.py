@@ -1,0 +1,277 @@
+"""`EpisodeBatch`: B episodes padded to a common, bucketed length; what jitted code sees.
+
+Layout: with `L = len_lookback_buffer` (the largest lookback of the B episodes) and
+`T = max_len` (the longest episode, rounded up to a bucket), every episode's step `t` sits at
+column `L + t`:
+
+* `observations`: `[B, L + T + 1, ...]` (pytree for Dict/Tuple spaces),
+* `actions`, `rewards`, each `extra_model_outputs[k]`: `[B, L + T, ...]`,
+* `lengths`, `lookback_lengths` (the lookback each episode really has, `<= L`), `t_started`,
+  `terminated`, `truncated`: `[B]`.
+
+Columns outside an episode's lookback and steps are padding (zeros by default); `mask`,
+`obs_mask` and `lookback_mask` say which columns are real. Bucketing rounds `T` up to a power
+of two (`bucket="pow2"`), so a data set with episodes of many lengths makes a jitted function
+compile about `log2(longest length)` times, not once per length.
+
+Host-only per-episode data (ids, agent/module ids, infos, custom data) lives in `meta`, outside
+the pytree: JAX transforms return batches without it, and `to_episodes(meta=...)` takes it back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rljax_offline import spaces as sp
+from rljax_offline.episode import Episode, EpisodeError
+
+_ARRAY_FIELDS = ("observations", "actions", "rewards", "extra_model_outputs", "lengths",
+                 "lookback_lengths", "t_started", "terminated", "truncated")
+_STATIC_FIELDS = ("max_len", "len_lookback_buffer", "observation_space_spec",
+                  "action_space_spec")
+
+
+@dataclasses.dataclass(frozen=True)
+class EpisodeMeta:
+    """Per-episode host data that jit cannot carry (kept for `to_episodes`)."""
+
+    ids: tuple
+    agent_ids: tuple
+    module_ids: tuple
+    infos: tuple
+    custom_data: tuple
+    multi_agent_episode_ids: tuple
+    start_times: tuple
+    last_step_times: tuple
+
+
+def bucket_length(n: int, bucket: str | None = "pow2", min_len: int = 8) -> int:
+    """The padded length for `n` steps: the next power of two >= max(n, min_len)."""
+    if bucket is None:
+        return max(n, 1)
+    if bucket != "pow2":
+        raise ValueError(f"bucket must be 'pow2' or None, got {bucket!r}")
+    n = max(n, min_len, 1)
+    return 1 << (n - 1).bit_length()
+
+
+@jax.tree_util.register_pytree_with_keys_class
+class EpisodeBatch:
+    """Padded episodes for jitted code. Build with `EpisodeBatch.from_episodes`."""
+
+    __slots__ = _ARRAY_FIELDS + _STATIC_FIELDS + ("meta",)
+
+    def __init__(self, *, observations, actions, rewards, extra_model_outputs, lengths,
+                 lookback_lengths, t_started, terminated, truncated, max_len: int,
+                 len_lookback_buffer: int, observation_space_spec=None,
+                 action_space_spec=None, meta: EpisodeMeta | None = None):
+        values = dict(observations=observations, actions=actions, rewards=rewards,
+                      extra_model_outputs=dict(extra_model_outputs), lengths=lengths,
+                      lookback_lengths=lookback_lengths, t_started=t_started,
+                      terminated=terminated, truncated=truncated, max_len=int(max_len),
+                      len_lookback_buffer=int(len_lookback_buffer),
+                      observation_space_spec=sp.to_spec(observation_space_spec),
+                      action_space_spec=sp.to_spec(action_space_spec), meta=meta)
+        for k, v in values.items():
+            object.__setattr__(self, k, v)
+
+    # ------------------------------------------------------------------ pytree
+
+    def tree_flatten_with_keys(self):
+        children = tuple((jax.tree_util.GetAttrKey(f), getattr(self, f)) for f in _ARRAY_FIELDS)
+        return children, tuple(getattr(self, f) for f in _STATIC_FIELDS)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        b = object.__new__(cls)
+        for f, v in zip(_ARRAY_FIELDS, children):
+            object.__setattr__(b, f, v)
+        for f, v in zip(_STATIC_FIELDS, aux):
+            object.__setattr__(b, f, v)
+        object.__setattr__(b, "meta", None)
+        return b
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"EpisodeBatch is immutable: use replace({name}=...)")
+
+    def replace(self, **changes) -> EpisodeBatch:
+        """A new batch with fields changed (no re-validation; works on traced data)."""
+        kwargs = {f: getattr(self, f) for f in self.__slots__}
+        unknown = set(changes) - set(kwargs)
+        if unknown:
+            raise TypeError(f"unknown EpisodeBatch fields {sorted(unknown)}")
+        kwargs.update(changes)
+        return EpisodeBatch(**kwargs)
+
+    def with_meta(self, meta: EpisodeMeta | None) -> EpisodeBatch:
+        return self.replace(meta=meta)
+
+    def __repr__(self) -> str:
+        return (f"EpisodeBatch(batch_size={self.batch_size}, max_len={self.max_len}, "
+                f"len_lookback_buffer={self.len_lookback_buffer})")
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def batch_size(self) -> int:
+        return self.lengths.shape[0]
+
+    @property
+    def mask(self):
+        """`[B, T]` True on each episode's real steps."""
+        xp = jnp if isinstance(self.lengths, jax.Array) else np
+        return xp.arange(self.max_len)[None, :] < self.lengths[:, None]
+
+    @property
+    def lookback_mask(self):
+        """`[B, L + T]` True where the actions/rewards columns hold real data (lookback too)."""
+        xp = jnp if isinstance(self.lengths, jax.Array) else np
+        col = xp.arange(self.len_lookback_buffer + self.max_len)[None, :] - \
+            self.len_lookback_buffer
+        return (col >= -self.lookback_lengths[:, None]) & (col < self.lengths[:, None])
+
+    @property
+    def obs_mask(self):
+        """`[B, L + T + 1]` True where the observations columns hold real data."""
+        xp = jnp if isinstance(self.lengths, jax.Array) else np
+        col = xp.arange(self.len_lookback_buffer + self.max_len + 1)[None, :] - \
+            self.len_lookback_buffer
+        return (col >= -self.lookback_lengths[:, None]) & (col <= self.lengths[:, None])
+
+    def steps(self, tree: Any) -> Any:
+        """The `[B, T, ...]` step columns of a `[B, L + T (+1), ...]` array pytree."""
+        L, T = self.len_lookback_buffer, self.max_len
+        return jax.tree_util.tree_map(lambda x: x[:, L:L + T], tree)
+
+    # ------------------------------------------------------------------ conversion
+
+    @classmethod
+    def from_episodes(cls, episodes: Sequence[Episode], *, bucket: str | None = "pow2",
+                      max_len: int | None = None, len_lookback_buffer: int | None = None,
+                      pad_batch_to: int | None = None, pad_value: float = 0) -> EpisodeBatch:
+        """Pads `episodes` into one batch.
+
+        Args:
+          episodes: episodes (chunks) with the same structure, shapes and dtypes.
+          bucket: "pow2" rounds the padded length up to a power of two; None pads to the
+            longest episode exactly.
+          max_len: a fixed padded length instead (must fit every episode).
+          len_lookback_buffer: lookback columns to keep (default: the largest lookback).
+          pad_batch_to: add empty (length 0) episodes up to this batch size.
+          pad_value: what padded positions hold.
+        """
+        episodes = list(episodes)
+        if not episodes:
+            raise EpisodeError("EpisodeBatch.from_episodes needs at least one episode")
+        for i, ep in enumerate(episodes):
+            if not isinstance(ep, Episode):
+                raise EpisodeError(f"item {i} is a {type(ep).__name__}, not an Episode")
+            if not ep.is_reset:
+                raise EpisodeError(f"episode {i} ({ep.id_!r}) has no observations")
+        longest = max(len(ep) for ep in episodes)
+        if max_len is None:
+            T = bucket_length(longest, bucket)
+        else:
+            T = int(max_len)
+            if T < longest:
+                raise EpisodeError(f"max_len={T} is shorter than the longest episode "
+                                   f"({longest} steps)")
+        L = max(ep.len_lookback_buffer for ep in episodes) if len_lookback_buffer is None \
+            else int(len_lookback_buffer)
+        B = len(episodes) if pad_batch_to is None else int(pad_batch_to)
+        if B < len(episodes):
+            raise EpisodeError(f"pad_batch_to={B} is smaller than the {len(episodes)} episodes")
+        first = episodes[0]
+        ref = jax.tree_util.tree_structure(
+            (first.observations, first.actions, first.rewards, first.extra_model_outputs))
+        for i, ep in enumerate(episodes[1:], start=1):
+            td = jax.tree_util.tree_structure(
+                (ep.observations, ep.actions, ep.rewards, ep.extra_model_outputs))
+            if td != ref:
+                raise EpisodeError(f"episode {i} ({ep.id_!r}) has a different structure than "
+                                   f"episode 0: {td} vs {ref}")
+
+        def pad_field(get, extra):
+            """Stacks one field, aligning step 0 of every episode at column L."""
+            leaves0, treedef = jax.tree_util.tree_flatten(get(first))
+            out_leaves = []
+            for j, leaf0 in enumerate(leaves0):
+                leaf0 = np.asarray(leaf0)
+                out = np.full((B, L + T + extra, *leaf0.shape[1:]), pad_value, leaf0.dtype)
+                for i, ep in enumerate(episodes):
+                    leaf = np.asarray(jax.tree_util.tree_leaves(get(ep))[j])
+                    if leaf.shape[1:] != leaf0.shape[1:]:
+                        raise EpisodeError(
+                            f"episode {i} ({ep.id_!r}) has items of shape {leaf.shape[1:]} "
+                            f"where episode 0 has {leaf0.shape[1:]}")
+                    keep = min(ep.len_lookback_buffer, L)
+                    src = leaf[ep.len_lookback_buffer - keep:]
+                    out[i, L - keep:L - keep + len(src)] = src
+                out_leaves.append(out)
+            return jax.tree_util.tree_unflatten(treedef, out_leaves)
+
+        lengths = np.zeros(B, np.int32)
+        lengths[:len(episodes)] = [len(ep) for ep in episodes]
+        lookbacks = np.zeros(B, np.int32)
+        lookbacks[:len(episodes)] = [min(ep.len_lookback_buffer, L) for ep in episodes]
+
+        def per_episode(values, dtype):
+            out = np.zeros(B, dtype)
+            out[:len(episodes)] = values
+            return out
+
+        meta = EpisodeMeta(
+            ids=tuple(ep.id_ for ep in episodes),
+            agent_ids=tuple(ep.agent_id for ep in episodes),
+            module_ids=tuple(ep.module_id for ep in episodes),
+            infos=tuple(ep.infos for ep in episodes),
+            custom_data=tuple(dict(ep.custom_data) for ep in episodes),
+            multi_agent_episode_ids=tuple(ep.multi_agent_episode_id for ep in episodes),
+            start_times=tuple(ep.start_time for ep in episodes),
+            last_step_times=tuple(ep.last_step_time for ep in episodes))
+        return cls(
+            observations=pad_field(lambda e: e.observations, 1),
+            actions=pad_field(lambda e: e.actions, 0),
+            rewards=pad_field(lambda e: e.rewards, 0),
+            extra_model_outputs=pad_field(lambda e: e.extra_model_outputs, 0),
+            lengths=lengths, lookback_lengths=lookbacks,
+            t_started=per_episode([ep.t_started for ep in episodes], np.int64),
+            terminated=per_episode([ep.terminated for ep in episodes], bool),
+            truncated=per_episode([ep.truncated for ep in episodes], bool),
+            max_len=T, len_lookback_buffer=L,
+            observation_space_spec=first.observation_space_spec,
+            action_space_spec=first.action_space_spec, meta=meta)
+
+    def to_episodes(self, meta: EpisodeMeta | None = None) -> list[Episode]:
+        """The episodes back (padding removed). Needs `meta`, which JAX transforms drop: pass
+        the original batch's `meta` for a batch that came out of `jit` or `tree_map`."""
+        meta = meta if meta is not None else self.meta
+        if meta is None:
+            raise EpisodeError("this EpisodeBatch has no host metadata (ids, infos): it came "
+                               "out of a JAX transform; call to_episodes(meta=original.meta)")
+        host = jax.tree_util.tree_map(np.asarray, self)
+        L = self.len_lookback_buffer
+        episodes = []
+        for i in range(len(meta.ids)):
+            n, k = int(host.lengths[i]), int(host.lookback_lengths[i])
+
+            def cut(tree, extra, i=i, n=n, k=k):
+                return jax.tree_util.tree_map(lambda x: x[i, L - k:L + n + extra], tree)
+
+            episodes.append(Episode(
+                observations=cut(host.observations, 1), actions=cut(host.actions, 0),
+                rewards=cut(host.rewards, 0), infos=list(meta.infos[i])[-(k + n + 1):],
+                extra_model_outputs=cut(host.extra_model_outputs, 0),
+                terminated=bool(host.terminated[i]), truncated=bool(host.truncated[i]),
+                id_=meta.ids[i], agent_id=meta.agent_ids[i], module_id=meta.module_ids[i],
+                multi_agent_episode_id=meta.multi_agent_episode_ids[i],
+                t_started=int(host.t_started[i]), len_lookback_buffer=k,
+                observation_space=self.observation_space_spec,
+                action_space=self.action_space_spec, custom_data=meta.custom_data[i],
+                start_time=meta.start_times[i], last_step_time=meta.last_step_times[i]))
+        return episodes

@@ -1,0 +1,659 @@
+"""`Episode`: the finalized single-agent episode, an immutable JAX pytree with RLlib's API.
+
+It matches RLlib's `SingleAgentEpisode` (getters, lookback buffers, slicing, `cut`,
+`concat_episode`, `get_state`/`from_state`), except that whatever mutates in RLlib returns a
+new `Episode` here. Array leaves are `observations` (one more than actions; a pytree for
+Dict/Tuple spaces), `actions`, `rewards` and `extra_model_outputs`; each holds the lookback
+buffer at its front, as in RLlib. Everything else is static metadata, hashable, so `jax.jit`,
+`jax.tree_util.tree_map` and `jax.device_put` accept an `Episode`.
+
+Example:
+    >>> import numpy as np
+    >>> ep = Episode(observations=np.arange(4.0), actions=np.arange(3), rewards=[0.0, 1.0, 2.0],
+    ...              len_lookback_buffer=1)
+    >>> len(ep), float(ep.get_rewards(-1)), ep.get_rewards(slice(-4, None), fill=0.0).tolist()
+    (2, 2.0, [0.0, 0.0, 1.0, 2.0])
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+import uuid
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import gymnasium as gym
+import numpy as np
+
+from rljax_offline import lookback as lb
+from rljax_offline import spaces as sp
+from rljax_offline.tree_util import HostData, leading_dim, stack_items
+
+_ARRAY_FIELDS = ("observations", "actions", "rewards", "extra_model_outputs")
+_STATIC_FIELDS = (
+    "id_", "agent_id", "module_id", "multi_agent_episode_id", "t_started",
+    "len_lookback_buffer", "terminated", "truncated", "observation_space_spec",
+    "action_space_spec", "_infos", "_custom_data", "start_time", "last_step_time",
+)
+_STATE_KEYS = ("id_", "observations", "actions", "rewards", "is_terminated", "is_truncated",
+               "t_started", "t")
+
+
+class EpisodeError(ValueError):
+    """An episode was built from inconsistent data (lengths, structure, shapes, ids)."""
+
+
+def _as_data(data: Any, spec: sp.SpaceSpec | None, what: str) -> Any:
+    """Lists hold per-step items (RLlib's non-finalized layout); anything else is stacked."""
+    if data is None or (isinstance(data, list) and not data):
+        if spec is not None:
+            return sp.empty_data(spec)
+        return np.zeros((0,), np.float64 if what == "rewards" else np.float32)
+    if isinstance(data, list):
+        return stack_items(data, what)
+    return jax.tree_util.tree_map(
+        lambda x: x if isinstance(x, (jax.Array, np.ndarray)) else np.asarray(x), data)
+
+
+def _check_against_space(data: Any, spec: sp.SpaceSpec | None, what: str) -> None:
+    if spec is None:
+        return
+    expected = sp.leaf_shapes(spec)
+    exp_leaves, exp_def = jax.tree_util.tree_flatten(
+        expected, is_leaf=lambda x: isinstance(x, tuple) and len(x) == 2
+        and isinstance(x[1], np.dtype))
+    got_leaves, got_def = jax.tree_util.tree_flatten(data)
+    if len(exp_leaves) != len(got_leaves) or (
+            jax.tree_util.tree_structure(sp.structure_of(spec)) != got_def):
+        raise EpisodeError(f"{what} do not have the structure of their space {spec}: "
+                           f"expected {exp_def}, got {got_def}")
+    for (shape, _), leaf, (path, _) in zip(exp_leaves, got_leaves,
+                                            jax.tree_util.tree_leaves_with_path(data)):
+        if tuple(np.shape(leaf)[1:]) != tuple(shape):
+            raise EpisodeError(
+                f"{what}{jax.tree_util.keystr(path)} items have shape {np.shape(leaf)[1:]}, "
+                f"but the space expects {tuple(shape)}")
+
+
+def _restructure(item: Any, spec: sp.SpaceSpec | None) -> Any:
+    """msgpack turns tuples into lists: give Tuple-space data back its tuples."""
+    if isinstance(spec, sp.TupleSpec) and isinstance(item, (list, tuple)):
+        return tuple(_restructure(x, s) for x, s in zip(item, spec.spaces))
+    if isinstance(spec, sp.DictSpec) and isinstance(item, dict):
+        return {k: _restructure(item[k], s) for k, s in spec.items()}
+    return item
+
+
+def _py_scalar(x: Any) -> Any:
+    """float64/int64 scalars back to Python numbers, as RLlib's recorder stores them."""
+    if isinstance(x, np.float64):
+        return float(x)
+    if isinstance(x, np.int64):
+        return int(x)
+    return x
+
+
+def _unstack(data: Any, n: int) -> list:
+    data = jax.tree_util.tree_map(np.asarray, data)
+    return [jax.tree_util.tree_map(lambda a, i=i: _py_scalar(a[i]), data) for i in range(n)]
+
+
+def _num_items(data: Any) -> int:
+    return jax.tree_util.tree_leaves(data)[0].shape[0]
+
+
+def _set_items(data: Any, n: int, lookback: int, new_data: Any, at_indices: Any,
+               neg_index_as_lookback: bool, what: str) -> Any:
+    """Returns `data` with the items at `at_indices` replaced (RLlib's buffer `set` rules)."""
+    if at_indices is None:
+        at_indices = slice(None, None)
+    if isinstance(at_indices, slice):
+        p = lb.plan(at_indices, n, lookback, neg_index_as_lookback=neg_index_as_lookback,
+                    what=what)
+        count = p.length
+        new_len = _num_items(new_data) if jax.tree_util.tree_leaves(new_data) else 0
+        if new_len != count:
+            raise IndexError(f"cannot set {what} at {at_indices}: the slice holds {count} "
+                             f"items but new_data has {new_len}")
+        index: Any = slice(*p.segments[0])
+    elif isinstance(at_indices, (list, tuple)):
+        index = np.asarray([lb.positions(lb.plan(int(i), n, lookback,
+                                                 neg_index_as_lookback=neg_index_as_lookback,
+                                                 what=what))[0] for i in at_indices], np.int64)
+    else:
+        index = lb.positions(lb.plan(at_indices, n, lookback,
+                                     neg_index_as_lookback=neg_index_as_lookback, what=what))[0]
+
+    def set_leaf(leaf, new):
+        if isinstance(leaf, jax.Array):
+            return leaf.at[index].set(jnp.asarray(new, leaf.dtype))
+        out = np.array(leaf, copy=True)
+        try:
+            out[index] = new
+        except ValueError as e:
+            raise EpisodeError(f"cannot set {what}: new_data does not fit: {e}") from e
+        return out
+
+    try:
+        return jax.tree_util.tree_map(set_leaf, data, new_data)
+    except ValueError as e:
+        if isinstance(e, EpisodeError):
+            raise
+        raise EpisodeError(f"cannot set {what}: new_data's structure does not match: {e}") from e
+
+
+@jax.tree_util.register_pytree_with_keys_class
+class Episode:
+    """A finalized single-agent episode (chunk), immutable. See the module docstring."""
+
+    __slots__ = _ARRAY_FIELDS + _STATIC_FIELDS
+
+    def __init__(
+        self,
+        observations: Any = None,
+        actions: Any = None,
+        rewards: Any = None,
+        infos: list | None = None,
+        extra_model_outputs: dict | None = None,
+        terminated: bool = False,
+        truncated: bool = False,
+        id_: str | None = None,
+        agent_id: Any = None,
+        module_id: Any = None,
+        multi_agent_episode_id: Any = None,
+        t_started: int | None = None,
+        len_lookback_buffer: int | str = 0,
+        observation_space: Any = None,
+        action_space: Any = None,
+        custom_data: dict | None = None,
+        start_time: float | None = None,
+        last_step_time: float | None = None,
+    ):
+        obs_spec, act_spec = sp.to_spec(observation_space), sp.to_spec(action_space)
+        obs = _as_data(observations, obs_spec, "observations")
+        act = _as_data(actions, act_spec, "actions")
+        rew = _as_data(rewards, None, "rewards")
+        emo = {str(k): _as_data(v, None, f"extra_model_outputs[{k!r}]")
+               for k, v in (extra_model_outputs or {}).items()}
+
+        n_obs = leading_dim(obs, "observations")
+        n_act = leading_dim(act, "actions")
+        n_rew = leading_dim(rew, "rewards")
+        if not (n_obs == n_act + 1 or n_obs == n_act == 0):
+            raise EpisodeError(f"observations must be one longer than actions (the reset "
+                               f"observation): got {n_obs} observations and {n_act} actions")
+        if n_rew != n_act:
+            raise EpisodeError(f"rewards must be as long as actions: got {n_rew} rewards and "
+                               f"{n_act} actions")
+        for k, v in emo.items():
+            n = leading_dim(v, f"extra_model_outputs[{k!r}]")
+            if n != n_act:
+                raise EpisodeError(f"extra_model_outputs[{k!r}] must be as long as actions: "
+                                   f"got {n} items and {n_act} actions")
+        if len_lookback_buffer == "auto":
+            len_lookback_buffer = n_rew
+        if isinstance(len_lookback_buffer, bool) or not isinstance(
+                len_lookback_buffer, (int, np.integer)) or len_lookback_buffer < 0:
+            raise EpisodeError(f"len_lookback_buffer must be an int >= 0 or 'auto', got "
+                               f"{len_lookback_buffer!r}")
+        if len_lookback_buffer > n_act:
+            raise EpisodeError(f"len_lookback_buffer={len_lookback_buffer} is longer than the "
+                               f"data: only {n_act} actions and rewards were given")
+        if infos is None:
+            infos = [{} for _ in range(n_obs)]
+        elif not isinstance(infos, (list, tuple)):
+            raise EpisodeError(f"infos must be a list (one per observation), got "
+                               f"{type(infos).__name__}")
+        elif len(infos) != n_obs:
+            raise EpisodeError(f"infos must be one per observation: got {len(infos)} infos "
+                               f"and {n_obs} observations")
+        _check_against_space(obs, obs_spec, "observations")
+        _check_against_space(act, act_spec, "actions")
+        for name, flag in (("terminated", terminated), ("truncated", truncated)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise EpisodeError(f"{name} must be a bool, got {type(flag).__name__}")
+        if custom_data is not None and not isinstance(custom_data, dict):
+            raise EpisodeError(f"custom_data must be a dict, got {type(custom_data).__name__}")
+
+        values = dict(
+            observations=obs, actions=act, rewards=rew, extra_model_outputs=emo,
+            id_=uuid.uuid4().hex if id_ is None else id_, agent_id=agent_id,
+            module_id=module_id, multi_agent_episode_id=multi_agent_episode_id,
+            t_started=0 if t_started is None else int(t_started),
+            len_lookback_buffer=int(len_lookback_buffer), terminated=bool(terminated),
+            truncated=bool(truncated), observation_space_spec=obs_spec,
+            action_space_spec=act_spec, _infos=HostData(tuple(infos)),
+            _custom_data=HostData(dict(custom_data or {})), start_time=start_time,
+            last_step_time=last_step_time)
+        for k, v in values.items():
+            object.__setattr__(self, k, v)
+
+    # ------------------------------------------------------------------ pytree, immutability
+
+    def tree_flatten_with_keys(self):
+        children = tuple((jax.tree_util.GetAttrKey(f), getattr(self, f)) for f in _ARRAY_FIELDS)
+        return children, tuple(getattr(self, f) for f in _STATIC_FIELDS)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        ep = object.__new__(cls)
+        for f, v in zip(_ARRAY_FIELDS, children):
+            object.__setattr__(ep, f, v)
+        for f, v in zip(_STATIC_FIELDS, aux):
+            object.__setattr__(ep, f, v)
+        return ep
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"Episode is immutable: use replace({name}=...) or a set_*() method")
+
+    def __delattr__(self, name):
+        raise AttributeError("Episode is immutable")
+
+    def __getstate__(self):
+        return {f: getattr(self, f) for f in self.__slots__}
+
+    def __setstate__(self, state):
+        for k, v in state.items():
+            object.__setattr__(self, k, v)
+
+    def __repr__(self) -> str:
+        return (f"Episode(id_={self.id_!r}, len={len(self)}, lookback={self.len_lookback_buffer},"
+                f" t_started={self.t_started}, terminated={self.terminated}, "
+                f"truncated={self.truncated})")
+
+    def _kwargs(self) -> dict:
+        return dict(
+            observations=self.observations, actions=self.actions, rewards=self.rewards,
+            infos=list(self._infos.value), extra_model_outputs=dict(self.extra_model_outputs),
+            terminated=self.terminated, truncated=self.truncated, id_=self.id_,
+            agent_id=self.agent_id, module_id=self.module_id,
+            multi_agent_episode_id=self.multi_agent_episode_id, t_started=self.t_started,
+            len_lookback_buffer=self.len_lookback_buffer,
+            observation_space=self.observation_space_spec,
+            action_space=self.action_space_spec, custom_data=dict(self._custom_data.value),
+            start_time=self.start_time, last_step_time=self.last_step_time)
+
+    def replace(self, **changes) -> Episode:
+        """A new episode with the given constructor fields changed (and re-validated)."""
+        kwargs = self._kwargs()
+        unknown = set(changes) - set(kwargs)
+        if unknown:
+            raise TypeError(f"replace() got unknown fields {sorted(unknown)}; "
+                            f"allowed: {sorted(kwargs)}")
+        kwargs.update(changes)
+        return Episode(**kwargs)
+
+    # ------------------------------------------------------------------ properties
+
+    def __len__(self) -> int:
+        return _num_items(self.actions) - self.len_lookback_buffer
+
+    @property
+    def _n_obs(self) -> int:
+        return _num_items(self.observations)
+
+    @property
+    def is_terminated(self) -> bool:
+        return self.terminated
+
+    @property
+    def is_truncated(self) -> bool:
+        return self.truncated
+
+    @property
+    def is_done(self) -> bool:
+        return self.terminated or self.truncated
+
+    @property
+    def is_reset(self) -> bool:
+        return self._n_obs > 0
+
+    @property
+    def is_finalized(self) -> bool:
+        return True
+
+    @property
+    def t(self) -> int:
+        """Global timestep at the end of this chunk (RLlib's `t`)."""
+        return self.t_started + len(self)
+
+    env_t = t
+
+    @property
+    def observation_space(self):
+        return None if self.observation_space_spec is None else sp.to_space(
+            self.observation_space_spec)
+
+    @property
+    def action_space(self):
+        return None if self.action_space_spec is None else sp.to_space(self.action_space_spec)
+
+    @property
+    def infos(self) -> tuple:
+        return self._infos.value
+
+    @property
+    def custom_data(self) -> types.MappingProxyType:
+        return types.MappingProxyType(self._custom_data.value)
+
+    # ------------------------------------------------------------------ getters
+
+    def _get(self, data, n, indices, neg_index_as_lookback, fill, what):
+        p = lb.plan(indices, n, self.len_lookback_buffer,
+                    neg_index_as_lookback=neg_index_as_lookback, fill=fill, what=what)
+        return lb.take_array(data, p, fill)
+
+    def get_observations(self, indices=None, *, neg_index_as_lookback: bool = False,
+                         fill: Any = None) -> Any:
+        """Observations at `indices` (see `rljax_offline.lookback` for the index rules)."""
+        return self._get(self.observations, self._n_obs, indices, neg_index_as_lookback,
+                         fill, "observations")
+
+    def get_actions(self, indices=None, *, neg_index_as_lookback: bool = False,
+                    fill: Any = None) -> Any:
+        return self._get(self.actions, _num_items(self.actions), indices,
+                         neg_index_as_lookback, fill, "actions")
+
+    def get_rewards(self, indices=None, *, neg_index_as_lookback: bool = False,
+                    fill: Any = None) -> Any:
+        return self._get(self.rewards, _num_items(self.rewards), indices,
+                         neg_index_as_lookback, fill, "rewards")
+
+    def get_extra_model_outputs(self, key: str | None = None, indices=None, *,
+                                neg_index_as_lookback: bool = False, fill: Any = None) -> Any:
+        """One extra model output (or, with `key=None`, a dict of all of them)."""
+        if key is None:
+            return {k: self.get_extra_model_outputs(k, indices,
+                                                    neg_index_as_lookback=neg_index_as_lookback,
+                                                    fill=fill)
+                    for k in self.extra_model_outputs}
+        if key not in self.extra_model_outputs:
+            raise KeyError(f"no extra model output {key!r}; this episode has "
+                           f"{sorted(self.extra_model_outputs)}")
+        data = self.extra_model_outputs[key]
+        return self._get(data, _num_items(data), indices, neg_index_as_lookback, fill,
+                         f"extra_model_outputs[{key!r}]")
+
+    def get_infos(self, indices=None, *, neg_index_as_lookback: bool = False,
+                  fill: Any = None) -> Any:
+        infos = self._infos.value
+        p = lb.plan(indices, len(infos), self.len_lookback_buffer,
+                    neg_index_as_lookback=neg_index_as_lookback, fill=fill, what="infos")
+        out = lb.take_list(list(infos), p, fill, fill)
+        return out[0] if p.single else out
+
+    def get_return(self) -> Any:
+        """Sum of this chunk's rewards (the lookback buffer excluded)."""
+        r = self.rewards[self.len_lookback_buffer:]
+        return r.sum() if isinstance(r, jax.Array) else float(np.sum(r))
+
+    # ------------------------------------------------------------------ setters (new episodes)
+
+    def set_observations(self, *, new_data, at_indices=None,
+                         neg_index_as_lookback: bool = False) -> Episode:
+        obs = _set_items(self.observations, self._n_obs, self.len_lookback_buffer, new_data,
+                         at_indices, neg_index_as_lookback, "observations")
+        return self._with(observations=obs)
+
+    def set_actions(self, *, new_data, at_indices=None,
+                    neg_index_as_lookback: bool = False) -> Episode:
+        act = _set_items(self.actions, _num_items(self.actions), self.len_lookback_buffer,
+                         new_data, at_indices, neg_index_as_lookback, "actions")
+        return self._with(actions=act)
+
+    def set_rewards(self, *, new_data, at_indices=None,
+                    neg_index_as_lookback: bool = False) -> Episode:
+        rew = _set_items(self.rewards, _num_items(self.rewards), self.len_lookback_buffer,
+                         new_data, at_indices, neg_index_as_lookback, "rewards")
+        return self._with(rewards=rew)
+
+    def set_extra_model_outputs(self, *, key: str, new_data, at_indices=None,
+                                neg_index_as_lookback: bool = False) -> Episode:
+        if key not in self.extra_model_outputs:
+            raise KeyError(f"no extra model output {key!r}; this episode has "
+                           f"{sorted(self.extra_model_outputs)}")
+        data = self.extra_model_outputs[key]
+        new = _set_items(data, _num_items(data), self.len_lookback_buffer, new_data,
+                         at_indices, neg_index_as_lookback, f"extra_model_outputs[{key!r}]")
+        return self._with(extra_model_outputs={**self.extra_model_outputs, key: new})
+
+    def _with(self, **leaves) -> Episode:
+        """Swaps array leaves of equal shape without re-validating (works on traced data)."""
+        children = tuple(leaves.get(f, getattr(self, f)) for f in _ARRAY_FIELDS)
+        return Episode.tree_unflatten(tuple(getattr(self, f) for f in _STATIC_FIELDS), children)
+
+    # ------------------------------------------------------------------ chunks
+
+    def __getitem__(self, item):
+        if isinstance(item, slice):
+            return self.slice(item)
+        raise TypeError("Episode[...] takes a slice (episode[a:b]); use the get_*() getters "
+                        "for single items")
+
+    def slice(self, slice_: slice, *, len_lookback_buffer: int | None = None) -> Episode:
+        """The chunk `slice_` of this episode (RLlib's `SingleAgentEpisode.slice`).
+
+        The chunk keeps up to `len_lookback_buffer` (default: this episode's) earlier steps as
+        its lookback, as far as data exists; it is done only when it reaches this one's end.
+        """
+        if slice_.step not in (None, 1):
+            raise NotImplementedError("episode slices must have step 1")
+        n = len(self)
+
+        def clip(b, default):
+            if b is None:
+                return default
+            return max(n + b, 0) if b < 0 else min(b, n)
+
+        start, stop = clip(slice_.start, 0), clip(slice_.stop, n)
+        stop = max(stop, start)
+        keep_done = stop == n
+        want_lb = self.len_lookback_buffer if len_lookback_buffer is None else len_lookback_buffer
+        new_lb = min(want_lb, self.len_lookback_buffer + start)
+        kw = dict(neg_index_as_lookback=True)
+        return Episode(
+            observations=self.get_observations(slice(start - new_lb, stop + 1), **kw),
+            actions=self.get_actions(slice(start - new_lb, stop), **kw),
+            rewards=self.get_rewards(slice(start - new_lb, stop), **kw),
+            infos=self.get_infos(slice(start - new_lb, stop + 1), **kw),
+            extra_model_outputs={k: self.get_extra_model_outputs(k, slice(start - new_lb, stop),
+                                                                 **kw)
+                                 for k in self.extra_model_outputs},
+            terminated=self.terminated if keep_done else False,
+            truncated=self.truncated if keep_done else False,
+            id_=self.id_, agent_id=self.agent_id, module_id=self.module_id,
+            multi_agent_episode_id=self.multi_agent_episode_id,
+            t_started=self.t_started + start, len_lookback_buffer=new_lb,
+            observation_space=self.observation_space_spec,
+            action_space=self.action_space_spec, custom_data=dict(self._custom_data.value),
+            start_time=self.start_time, last_step_time=self.last_step_time)
+
+    def cut(self, len_lookback_buffer: int = 0) -> Episode:
+        """The continuation chunk: length 0, same `id_`, starting at this chunk's `t`, with the
+        last `len_lookback_buffer` steps (as far as they exist) as its lookback buffer."""
+        if self.is_done:
+            raise EpisodeError(f"cannot cut episode {self.id_!r}: it is done (terminated="
+                               f"{self.terminated}, truncated={self.truncated})")
+        if len_lookback_buffer < 0:
+            raise EpisodeError(f"len_lookback_buffer must be >= 0, got {len_lookback_buffer}")
+        k = len_lookback_buffer
+        obs_idx = slice(-k - 1, None)
+        rest_idx = slice(-k, None) if k > 0 else slice(None, 0)
+        return Episode(
+            observations=self.get_observations(obs_idx),
+            actions=self.get_actions(rest_idx),
+            rewards=self.get_rewards(rest_idx),
+            infos=self.get_infos(obs_idx),
+            extra_model_outputs={k_: self.get_extra_model_outputs(k_, rest_idx)
+                                 for k_ in self.extra_model_outputs},
+            id_=self.id_, agent_id=self.agent_id, module_id=self.module_id,
+            multi_agent_episode_id=self.multi_agent_episode_id, t_started=self.t,
+            len_lookback_buffer="auto", observation_space=self.observation_space_spec,
+            action_space=self.action_space_spec, custom_data=dict(self._custom_data.value),
+            start_time=self.start_time, last_step_time=self.last_step_time)
+
+    def concat_episode(self, other: Episode) -> Episode:
+        """This chunk joined with `other`, the chunk that continues it (same `id_`, `other`
+        starting at this chunk's `t` with this chunk's last observation)."""
+        if other.id_ != self.id_:
+            raise EpisodeError(f"cannot concat episode {other.id_!r} to episode {self.id_!r}: "
+                               "ids differ")
+        if self.is_done:
+            raise EpisodeError(f"cannot concat to episode {self.id_!r}: it is already done")
+        if other.t_started != self.t:
+            raise EpisodeError(f"cannot concat: episode {self.id_!r} ends at t={self.t} but the "
+                               f"next chunk starts at t_started={other.t_started}")
+        last = jax.tree_util.tree_leaves(self.get_observations(-1))
+        first = jax.tree_util.tree_leaves(other.get_observations(0))
+        if not all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(last, first)):
+            raise EpisodeError(f"cannot concat: the next chunk of {self.id_!r} does not start "
+                               "with this chunk's last observation")
+
+        def join(a, b):
+            if isinstance(a, jax.Array) or isinstance(b, jax.Array):
+                return jnp.concatenate([a, b], axis=0)
+            return np.concatenate([np.asarray(a), np.asarray(b)], axis=0)
+
+        obs = jax.tree_util.tree_map(lambda a, b: join(a[:-1], b), self.observations,
+                                     other.get_observations())
+        if set(self.extra_model_outputs) != set(other.extra_model_outputs):
+            raise EpisodeError(f"cannot concat: extra_model_outputs keys differ "
+                               f"({sorted(self.extra_model_outputs)} vs "
+                               f"{sorted(other.extra_model_outputs)})")
+        return Episode(
+            observations=obs,
+            actions=jax.tree_util.tree_map(join, self.actions, other.get_actions()),
+            rewards=join(self.rewards, other.get_rewards()),
+            infos=list(self._infos.value[:-1]) + list(other.get_infos()),
+            extra_model_outputs={k: jax.tree_util.tree_map(join, v,
+                                                           other.get_extra_model_outputs(k))
+                                 for k, v in self.extra_model_outputs.items()},
+            terminated=other.terminated, truncated=other.truncated, id_=self.id_,
+            agent_id=self.agent_id, module_id=self.module_id,
+            multi_agent_episode_id=self.multi_agent_episode_id, t_started=self.t_started,
+            len_lookback_buffer=self.len_lookback_buffer,
+            observation_space=self.observation_space_spec or other.observation_space_spec,
+            action_space=self.action_space_spec or other.action_space_spec,
+            custom_data={**self._custom_data.value, **other._custom_data.value},
+            start_time=self.start_time, last_step_time=other.last_step_time)
+
+    def to_numpy(self) -> Episode:
+        """This episode with every array leaf on the host as numpy."""
+        return jax.tree_util.tree_map(np.asarray, self)
+
+    # ------------------------------------------------------------------ RLlib state dicts
+
+    def get_state(self, finalized: bool = True) -> dict:
+        """RLlib's `SingleAgentEpisode.get_state()` dict.
+
+        `finalized=True` stores each buffer as one array (a nested struct of arrays for
+        Dict/Tuple spaces), as RLlib does after `to_numpy()`; `finalized=False` stores lists of
+        per-step items, as RLlib's recorder writes them.
+        """
+        lbuf = self.len_lookback_buffer
+
+        def buffer(data, space_dict):
+            n = _num_items(data)
+            out = (jax.tree_util.tree_map(np.asarray, data) if finalized else _unstack(data, n))
+            return {"data": out, "lookback": lbuf, "finalized": finalized, "space": space_dict}
+
+        obs_sd = None if self.observation_space_spec is None else sp.space_to_dict(
+            self.observation_space_spec)
+        act_sd = None if self.action_space_spec is None else sp.space_to_dict(
+            self.action_space_spec)
+        return {
+            "id_": self.id_,
+            "agent_id": self.agent_id,
+            "module_id": self.module_id,
+            "multi_agent_episode_id": self.multi_agent_episode_id,
+            "observations": buffer(self.observations, obs_sd),
+            "actions": buffer(self.actions, act_sd),
+            "rewards": buffer(self.rewards, dict(_reward_space_dict())),
+            "infos": {"data": list(self._infos.value), "lookback": lbuf, "finalized": False,
+                      "space": None},
+            "extra_model_outputs": ({k: buffer(v, None)
+                                     for k, v in self.extra_model_outputs.items()}
+                                    if self.extra_model_outputs else None),
+            "is_terminated": np.bool_(self.terminated),
+            "is_truncated": np.bool_(self.truncated),
+            "t_started": self.t_started,
+            "t": self.t,
+            "_observation_space": obs_sd,
+            "_action_space": act_sd,
+            "_start_time": self.start_time,
+            "_last_step_time": self.last_step_time,
+            "custom_data": dict(self._custom_data.value),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> Episode:
+        """Builds an episode from RLlib's state dict (finalized or list buffers)."""
+        if not isinstance(state, dict):
+            raise EpisodeError(f"an episode state must be a dict, got {type(state).__name__}")
+        missing = [k for k in _STATE_KEYS if k not in state]
+        if missing:
+            raise EpisodeError(f"episode state is missing keys {missing}")
+        obs_space = _space_or_none(state.get("_observation_space"),
+                                   state["observations"], "observations")
+        act_space = _space_or_none(state.get("_action_space"), state["actions"], "actions")
+        obs_spec, act_spec = sp.to_spec(obs_space), sp.to_spec(act_space)
+
+        lookbacks = {}
+
+        def data_of(name, buf, spec):
+            if not isinstance(buf, dict) or "data" not in buf:
+                raise EpisodeError(f"episode state field {name!r} must be a buffer dict with "
+                                   f"'data' and 'lookback', got {type(buf).__name__}")
+            lookbacks[name] = int(buf.get("lookback", 0))
+            data = buf["data"]
+            if isinstance(data, list) and spec is not None:
+                return [_restructure(x, spec) for x in data]
+            return _restructure(data, spec)
+
+        obs = data_of("observations", state["observations"], obs_spec)
+        act = data_of("actions", state["actions"], act_spec)
+        rew = data_of("rewards", state["rewards"], None)
+        infos = None
+        if state.get("infos") is not None:
+            infos = data_of("infos", state["infos"], None)
+            if not isinstance(infos, list):
+                raise EpisodeError("episode state field 'infos' must hold a list")
+        emo = {k: data_of(f"extra_model_outputs[{k!r}]", v, None)
+               for k, v in (state.get("extra_model_outputs") or {}).items()}
+        if len(set(lookbacks.values())) > 1:
+            raise EpisodeError(f"episode state buffers have different lookback sizes "
+                               f"{lookbacks}; all must be equal")
+        lookback = next(iter(lookbacks.values()))
+        if infos is not None and len(infos) == 0:
+            infos = None
+        ep = cls(
+            observations=obs, actions=act, rewards=rew, infos=infos, extra_model_outputs=emo,
+            terminated=bool(state["is_terminated"]), truncated=bool(state["is_truncated"]),
+            id_=state["id_"], agent_id=state.get("agent_id"), module_id=state.get("module_id"),
+            multi_agent_episode_id=state.get("multi_agent_episode_id"),
+            t_started=int(state["t_started"]), len_lookback_buffer=lookback,
+            observation_space=obs_spec, action_space=act_spec,
+            custom_data=state.get("custom_data") or {},
+            start_time=state.get("_start_time"), last_step_time=state.get("_last_step_time"))
+        if int(state["t"]) != ep.t:
+            raise EpisodeError(f"episode state {state['id_']!r} is inconsistent: t={state['t']} "
+                               f"but t_started={ep.t_started} plus {len(ep)} steps gives {ep.t}")
+        return ep
+
+
+@functools.lru_cache(maxsize=1)
+def _reward_space_dict() -> dict:
+    """RLlib's rewards buffer always carries `Box(-inf, inf, (), float32)`."""
+    return sp.space_to_dict(gym.spaces.Box(float("-inf"), float("inf"), (), np.float32))
+
+
+def _space_or_none(top: Any, buf: Any, name: str):
+    d = top if top is not None else (buf.get("space") if isinstance(buf, dict) else None)
+    if d is None:
+        return None
+    try:
+        return sp.space_from_dict(d)
+    except sp.SpaceError as e:
+        raise EpisodeError(f"episode state field {name!r}: {e}") from e
