@@ -166,6 +166,22 @@ class EpisodeBuilder:
         new.start_time = new.last_step_time = self.last_step_time
         return new
 
+    def lookback_window(self, k: int) -> Episode:
+        """The last `k` steps (as far as they exist) as the lookback of a length-0 `Episode`.
+
+        What an env-to-module pipeline needs to act now: `EpisodeBatch.from_episodes` of these
+        windows with `max_len=0, len_lookback_buffer=k` has the same shape at every step, so
+        the jitted pipeline compiles once. Works on done episodes too (unlike `cut`).
+        """
+        k = max(0, min(int(k), len(self._act)))
+        return Episode(
+            observations=self._obs[-k - 1:], actions=self._act[len(self._act) - k:],
+            rewards=self._rew[len(self._rew) - k:], infos=self._infos[-k - 1:],
+            extra_model_outputs={key: v[len(v) - k:] for key, v in self._emo.items()},
+            id_=self.id_, agent_id=self.agent_id, module_id=self.module_id, t_started=self.t,
+            len_lookback_buffer=k, observation_space=self.observation_space,
+            action_space=self.action_space)
+
     def finalize(self) -> Episode:
         """Stacks everything collected into an immutable `Episode` (all checks run here)."""
         for k, v in self._emo.items():
