@@ -21,7 +21,8 @@ the pytree: JAX transforms return batches without it, and `to_episodes(meta=...)
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp

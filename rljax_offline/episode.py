@@ -22,9 +22,9 @@ import types
 import uuid
 from typing import Any
 
+import gymnasium as gym
 import jax
 import jax.numpy as jnp
-import gymnasium as gym
 import numpy as np
 
 from rljax_offline import lookback as lb
@@ -113,12 +113,18 @@ def _set_items(data: Any, n: int, lookback: int, new_data: Any, at_indices: Any,
         p = lb.plan(at_indices, n, lookback, neg_index_as_lookback=neg_index_as_lookback,
                     what=what)
         count = p.length
-        new_len = _num_items(new_data) if jax.tree_util.tree_leaves(new_data) else 0
+        new_data = _as_data(new_data, None, what) if isinstance(new_data, list) else new_data
+        new_data = jax.tree_util.tree_map(
+            lambda x: x if isinstance(x, (jax.Array, np.ndarray)) else np.asarray(x), new_data)
+        shapes = [np.shape(x) for x in jax.tree_util.tree_leaves(new_data)]
+        new_len = shapes[0][0] if shapes and shapes[0] else 0
         if new_len != count:
             raise IndexError(f"cannot set {what} at {at_indices}: the slice holds {count} "
                              f"items but new_data has {new_len}")
         index: Any = slice(*p.segments[0])
     elif isinstance(at_indices, (list, tuple)):
+        if isinstance(new_data, list):
+            new_data = _as_data(new_data, None, what)
         index = np.asarray([lb.positions(lb.plan(int(i), n, lookback,
                                                  neg_index_as_lookback=neg_index_as_lookback,
                                                  what=what))[0] for i in at_indices], np.int64)
@@ -172,23 +178,27 @@ class Episode:
         last_step_time: float | None = None,
     ):
         obs_spec, act_spec = sp.to_spec(observation_space), sp.to_spec(action_space)
-        obs = _as_data(observations, obs_spec, "observations")
-        act = _as_data(actions, act_spec, "actions")
-        rew = _as_data(rewards, None, "rewards")
-        emo = {str(k): _as_data(v, None, f"extra_model_outputs[{k!r}]")
-               for k, v in (extra_model_outputs or {}).items()}
-
-        n_obs = leading_dim(obs, "observations")
-        n_act = leading_dim(act, "actions")
-        n_rew = leading_dim(rew, "rewards")
+        try:
+            obs = _as_data(observations, obs_spec, "observations")
+            act = _as_data(actions, act_spec, "actions")
+            rew = _as_data(rewards, None, "rewards")
+            emo = {str(k): _as_data(v, None, f"extra_model_outputs[{k!r}]")
+                   for k, v in (extra_model_outputs or {}).items()}
+            n_obs = leading_dim(obs, "observations")
+            n_act = leading_dim(act, "actions")
+            n_rew = leading_dim(rew, "rewards")
+            n_emo = {k: leading_dim(v, f"extra_model_outputs[{k!r}]") for k, v in emo.items()}
+        except EpisodeError:
+            raise
+        except ValueError as e:
+            raise EpisodeError(str(e)) from e
         if not (n_obs == n_act + 1 or n_obs == n_act == 0):
             raise EpisodeError(f"observations must be one longer than actions (the reset "
                                f"observation): got {n_obs} observations and {n_act} actions")
         if n_rew != n_act:
             raise EpisodeError(f"rewards must be as long as actions: got {n_rew} rewards and "
                                f"{n_act} actions")
-        for k, v in emo.items():
-            n = leading_dim(v, f"extra_model_outputs[{k!r}]")
+        for k, n in n_emo.items():
             if n != n_act:
                 raise EpisodeError(f"extra_model_outputs[{k!r}] must be as long as actions: "
                                    f"got {n} items and {n_act} actions")

@@ -78,7 +78,7 @@ def plan(indices: Index, n: int, lookback: int, *, neg_index_as_lookback: bool =
                 segments.append(("fill", 1))
             else:
                 segments.append((pos, pos + 1, 1))
-        return Plan(tuple(_merge(segments)), False, len(segments))
+        return Plan(tuple(_merge(segments)) or ((0, 0, 1),), False, len(segments))
     if isinstance(indices, slice):
         step = 1 if indices.step is None else int(indices.step)
         if step <= 0:

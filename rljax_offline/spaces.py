@@ -140,7 +140,7 @@ def to_space(spec: SpaceSpec) -> gym.Space:
 
 
 def leaf_shapes(spec: SpaceSpec) -> Any:
-    """The pytree of per-item `(shape, dtype)` of data in this space (Dict -> dict, Tuple -> tuple)."""
+    """Per-item `(shape, dtype)` pytree of data in this space (Dict -> dict, Tuple -> tuple)."""
     if isinstance(spec, TupleSpec):
         return tuple(leaf_shapes(s) for s in spec.spaces)
     if isinstance(spec, DictSpec):
