@@ -1,0 +1,184 @@
+"""`rljax-offline`: record, train, evaluate, convert, inspect, demo.
+
+Every command prints progress on long work and its results as JSON lines on stdout, so runs
+can be piped into `jq` or a log; `train` and `demo` also save a learning-curve PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def _emit(record: dict) -> None:
+    print(json.dumps(record, default=float), flush=True)
+
+
+def _add_read_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tabular", action="store_true",
+                   help="the input is in tabular rows (one timestep a row), not episode rows")
+    p.add_argument("--schema", type=json.loads, default=None, metavar="JSON",
+                   help='input_read_schema mapping, e.g. \'{"obs": "o_t", "actions": "a_t"}\'')
+    p.add_argument("--on-bad-file", choices=["raise", "skip"], default="raise")
+
+
+def _read_kwargs(args) -> dict:
+    return dict(input_read_episodes=not args.tabular, input_read_schema=args.schema,
+                on_bad_file=args.on_bad_file)
+
+
+# ---------------------------------------------------------------------- commands
+
+
+def cmd_record(args) -> int:
+    from rljax_offline.runners.env_runner import record_expert
+
+    t0 = time.perf_counter()
+    files = record_expert(args.env, args.output, num_episodes=args.episodes, seed=args.seed,
+                          output_write_episodes=not args.tabular,
+                          output_max_rows_per_file=args.max_rows_per_file,
+                          num_envs=args.num_envs)
+    _emit({"command": "record", "env": args.env, "output": args.output,
+           "episodes": args.episodes, "files": len(files),
+           "seconds": round(time.perf_counter() - t0, 2)})
+    return 0
+
+
+def _config_from_args(args):
+    from rljax_offline.config import BCConfig
+
+    return (BCConfig()
+            .environment(args.env)
+            .offline_data(input_=args.input, **_read_kwargs(args))
+            .training(lr=args.lr, train_batch_size_per_learner=args.batch_size,
+                      num_updates_per_iteration=args.updates_per_iteration)
+            .learners(num_devices=args.num_devices)
+            .evaluation(evaluation_interval=args.eval_interval,
+                        evaluation_duration=args.eval_episodes)
+            .rl_module(model_config={"fcnet_hiddens": args.hiddens})
+            .debugging(seed=args.seed))
+
+
+def cmd_train(args) -> int:
+    from rljax_offline.training_loop import run_training
+
+    summary = run_training(_config_from_args(args), iterations=args.iterations,
+                           stop_return=args.stop_return, out_dir=args.out,
+                           progress=not args.quiet, emit=_emit)
+    _emit({"command": "train", **summary})
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    from rljax_offline.algorithm import BC
+
+    algo = BC.from_checkpoint(args.checkpoint)
+    result = algo.evaluate(num_episodes=args.episodes)
+    _emit({"command": "evaluate", "checkpoint": args.checkpoint, **result})
+    return 0
+
+
+def cmd_convert(args) -> int:
+    from rljax_offline.data import convert_dataset
+
+    files = convert_dataset(args.input, args.output, to=args.to,
+                            input_read_schema=args.schema,
+                            output_max_rows_per_file=args.max_rows_per_file)
+    _emit({"command": "convert", "to": args.to, "output": args.output, "files": len(files)})
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    from rljax_offline.data import inspect_dataset
+
+    _emit({"command": "inspect", **inspect_dataset(args.input, **_read_kwargs(args))})
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from rljax_offline.demo import run_demo
+
+    run_demo(out_dir=args.out, num_episodes=args.episodes, seed=args.seed,
+             progress=not args.quiet, emit=_emit)
+    return 0
+
+
+# ---------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="rljax-offline", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("record", help="record expert episodes to Parquet")
+    p.add_argument("--env", default="CartPole-v1", choices=["CartPole-v1", "Pendulum-v1"])
+    p.add_argument("--output", required=True)
+    p.add_argument("--episodes", type=int, default=500)
+    p.add_argument("--num-envs", type=int, default=8)
+    p.add_argument("--tabular", action="store_true", help="write tabular rows")
+    p.add_argument("--max-rows-per-file", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_record)
+
+    p = sub.add_parser("train", help="behavior cloning from Parquet data")
+    p.add_argument("--input", required=True, nargs="+")
+    p.add_argument("--env", default="CartPole-v1")
+    p.add_argument("--iterations", type=int, default=50)
+    p.add_argument("--stop-return", type=float, default=None,
+                   help="stop once the evaluation return mean reaches this")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--updates-per-iteration", type=int, default=100)
+    p.add_argument("--hiddens", type=int, nargs="+", default=[256, 256])
+    p.add_argument("--num-devices", default="all",
+                   type=lambda s: s if s == "all" else int(s))
+    p.add_argument("--eval-interval", type=int, default=1)
+    p.add_argument("--eval-episodes", type=int, default=5)
+    p.add_argument("--out", default="rljax_runs/bc")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true")
+    _add_read_options(p)
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("evaluate", help="evaluate a saved checkpoint in its env")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--episodes", type=int, default=10)
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("convert", help="tabular <-> episodes, SampleBatch JSON -> episodes")
+    p.add_argument("--input", required=True, nargs="+")
+    p.add_argument("--output", required=True)
+    p.add_argument("--to", choices=["episodes", "tabular"], required=True)
+    p.add_argument("--schema", type=json.loads, default=None, metavar="JSON")
+    p.add_argument("--max-rows-per-file", type=int, default=None)
+    p.set_defaults(func=cmd_convert)
+
+    p = sub.add_parser("inspect", help="episodes, timesteps, return stats and schema")
+    p.add_argument("--input", required=True, nargs="+")
+    _add_read_options(p)
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("demo", help="record expert CartPole, train BC, evaluate, plot")
+    p.add_argument("--out", default="demo_output")
+    p.add_argument("--episodes", type=int, default=500)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_demo)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        return args.func(args)
+    except (ValueError, FileNotFoundError, KeyError) as e:
+        print(f"rljax-offline {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,16 @@
+"""Offline data on Parquet: RLlib's episode and tabular formats, safe decoding, streaming."""
+
+from rljax_offline.data.codec import decode_episode, decode_state, encode_episode, encode_state
+from rljax_offline.data.errors import OfflineDataError
+from rljax_offline.data.files import resolve_files
+from rljax_offline.data.inspect import convert_dataset, inspect_dataset
+from rljax_offline.data.reader import SkipReport, iter_episodes, read_episodes
+from rljax_offline.data.tabular import episodes_to_table, pack_compressed, unpack_compressed
+from rljax_offline.data.writer import EpisodeWriter, write_episodes
+
+__all__ = [
+    "EpisodeWriter", "OfflineDataError", "SkipReport", "convert_dataset", "decode_episode",
+    "decode_state", "encode_episode", "encode_state", "episodes_to_table", "inspect_dataset",
+    "iter_episodes", "pack_compressed", "read_episodes", "resolve_files", "unpack_compressed",
+    "write_episodes",
+]

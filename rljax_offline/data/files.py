@@ -1,0 +1,101 @@
+"""Where data lives: resolving paths, globs, folders and URIs on any `pyarrow.fs` filesystem,
+and atomic file writes (temp file, then rename)."""
+
+from __future__ import annotations
+
+import glob as globlib
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from rljax_offline.data.errors import OfflineDataError
+
+PARQUET_SUFFIX = ".parquet"
+
+
+def _filesystem(path: str, filesystem: Any, filesystem_kwargs: dict | None):
+    """The filesystem and the path inside it for a local path or a URI (`s3://`, `gs://`...)."""
+    if filesystem is not None:
+        if isinstance(filesystem, str):
+            filesystem = {"s3": pafs.S3FileSystem, "gcs": pafs.GcsFileSystem,
+                          "local": pafs.LocalFileSystem}[filesystem](**(filesystem_kwargs or {}))
+        if "://" in path:
+            path = path.split("://", 1)[1]
+        return filesystem, path
+    if "://" in path and not path.startswith("file://"):
+        try:
+            fs, inner = pafs.FileSystem.from_uri(path)
+        except Exception as e:  # noqa: BLE001 - pyarrow raises several types here
+            raise OfflineDataError(f"cannot open URI {path!r}: {e}") from None
+        return fs, inner
+    if path.startswith("file://"):
+        path = path[len("file://"):]
+    return pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(path))
+
+
+def resolve_files(input_: Any, *, filesystem: Any = None,
+                  filesystem_kwargs: dict | None = None) -> list[tuple[Any, str]]:
+    """Every Parquet file named by `input_` (a file, a folder searched recursively, a glob, a
+    URI, or a list of these) as sorted `(filesystem, path)` pairs.
+
+    Temp files of unfinished writes (hidden names) are never listed.
+    """
+    items: Sequence = [input_] if isinstance(input_, (str, os.PathLike)) else list(input_ or [])
+    if not items:
+        raise OfflineDataError("no input given: pass a file, folder, glob, URI or a list")
+    out: list[tuple[Any, str]] = []
+    for item in items:
+        item = os.fspath(item)
+        fs, path = _filesystem(item, filesystem, filesystem_kwargs)
+        if isinstance(fs, pafs.LocalFileSystem) and any(c in path for c in "*?["):
+            matches = sorted(globlib.glob(path, recursive=True))
+            if not matches:
+                raise OfflineDataError(f"glob {item!r} matches no file")
+            for m in matches:
+                out.extend(resolve_files(m, filesystem=fs))
+            continue
+        info = fs.get_file_info(path)
+        if info.type == pafs.FileType.NotFound:
+            raise OfflineDataError(f"input {item!r} does not exist")
+        if info.type == pafs.FileType.Directory:
+            found = [f.path for f in fs.get_file_info(pafs.FileSelector(path, recursive=True))
+                     if f.type == pafs.FileType.File and f.path.endswith(PARQUET_SUFFIX)
+                     and not os.path.basename(f.path).startswith(".")]
+            if not found:
+                raise OfflineDataError(f"folder {item!r} holds no .parquet files")
+            out.extend((fs, p) for p in sorted(found))
+        else:
+            out.append((fs, path))
+    return out
+
+
+def display_name(fs: Any, path: str) -> str:
+    scheme = {"s3": "s3://", "gcs": "gs://"}.get(getattr(fs, "type_name", ""), "")
+    return scheme + path
+
+
+@contextmanager
+def atomic_output(fs: Any, path: str) -> Iterator[Any]:
+    """Yields a writable stream to a hidden temp file beside `path`, moved onto `path` only
+    when the block finishes; on error the temp file is removed. A reader never sees half a
+    file: it sees the old file or the new one."""
+    folder, name = os.path.split(path)
+    tmp = f"{folder}/.{name}.{uuid.uuid4().hex[:8]}.tmp" if folder else f".{name}.tmp"
+    fs.create_dir(folder, recursive=True) if folder else None
+    stream = fs.open_output_stream(tmp)
+    try:
+        yield stream
+        stream.close()
+        fs.move(tmp, path)
+    except BaseException:
+        if not stream.closed:
+            stream.close()
+        try:
+            fs.delete_file(tmp)
+        except (OSError, FileNotFoundError):
+            pass
+        raise

@@ -1,0 +1,214 @@
+"""Reading episodes from Parquet: episode rows or tabular rows, from files, folders, globs or
+URIs on any pyarrow filesystem; materialized or streamed with a shuffle buffer and prefetch.
+
+Many small files (RLlib's recorder writes one episode per file) are read by a thread pool:
+pyarrow releases the GIL while it reads and decompresses.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures as cf
+import os
+import queue
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rljax_offline.data.codec import decode_episode
+from rljax_offline.data.errors import OfflineDataError
+from rljax_offline.data.files import display_name, resolve_files
+from rljax_offline.episode import Episode
+
+_READ_ERRORS = (pa.ArrowInvalid, pa.ArrowIOError, OSError, EOFError)
+
+
+def _open_parquet(fs: Any, path: str) -> pq.ParquetFile:
+    name = display_name(fs, path)
+    try:
+        return pq.ParquetFile(fs.open_input_file(path))
+    except FileNotFoundError:
+        raise OfflineDataError("file does not exist", file=name) from None
+    except _READ_ERRORS as e:
+        raise OfflineDataError(f"not a readable Parquet file (truncated or corrupt?): {e}",
+                               file=name) from None
+
+
+def _episodes_of_file(fs: Any, path: str, *, input_read_schema: dict | None = None,
+                      observation_space: Any = None) -> list[Episode]:
+    """Every episode of one episode-rows file, decoded safely."""
+    name = display_name(fs, path)
+    pf = _open_parquet(fs, path)
+    column = (input_read_schema or {}).get("item", "item")
+    if column not in pf.schema_arrow.names:
+        raise OfflineDataError(
+            f"no episode column {column!r}; the file has columns {pf.schema_arrow.names}. "
+            "Tabular files (one timestep a row) need input_read_episodes=False",
+            file=name, column=column)
+    ftype = pf.schema_arrow.field(column).type
+    if not (pa.types.is_binary(ftype) or pa.types.is_large_binary(ftype)):
+        raise OfflineDataError(f"episode column must be binary (msgpack bytes), got {ftype}",
+                               file=name, column=column)
+    out, row = [], 0
+    try:
+        for batch in pf.iter_batches(columns=[column]):
+            for blob in batch.column(0).to_pylist():
+                if blob is None:
+                    raise OfflineDataError("episode row is null", file=name, row=row,
+                                           column=column)
+                out.append(decode_episode(blob, file=name, row=row))
+                row += 1
+    except _READ_ERRORS as e:
+        raise OfflineDataError(f"cannot read row group (truncated or corrupt?): {e}",
+                               file=name) from None
+    if observation_space is not None:
+        _check_space(out, observation_space, name)
+    return out
+
+
+def _check_space(episodes: list[Episode], space: Any, name: str) -> None:
+    from rljax_offline import spaces as sp
+
+    expected = sp.leaf_shapes(sp.to_spec(space))
+    for row, ep in enumerate(episodes):
+        got = np.shape(ep.observations)[1:] if isinstance(ep.observations, np.ndarray) else None
+        if isinstance(expected, tuple) and got is not None and tuple(got) != tuple(expected[0]):
+            raise OfflineDataError(f"observations have shape {tuple(got)} but the observation "
+                                   f"space {space} expects {tuple(expected[0])}", file=name,
+                                   row=row, column="obs")
+
+
+class SkipReport(list):
+    """Files skipped with `on_bad_file="skip"`: a list of `(file, reason)`."""
+
+    def __str__(self) -> str:
+        return f"{len(self)} file(s) skipped: " + "; ".join(f"{f}: {r}" for f, r in self)
+
+
+def _read_files(files, reader, on_bad_file: str, skipped: SkipReport | None,
+                max_workers: int | None):
+    """Applies `reader` to every file (threads for many files), in file order."""
+    if on_bad_file not in ("raise", "skip"):
+        raise ValueError(f"on_bad_file must be 'raise' or 'skip', got {on_bad_file!r}")
+
+    def guarded(item):
+        fs, path = item
+        try:
+            return reader(fs, path)
+        except OfflineDataError as e:
+            if on_bad_file == "raise":
+                raise
+            if skipped is not None:
+                skipped.append((display_name(fs, path), str(e)))
+            return []
+
+    workers = max_workers or min(16, (os.cpu_count() or 2) * 4)
+    if len(files) == 1 or workers == 1:
+        yield from map(guarded, files)
+        return
+    with cf.ThreadPoolExecutor(workers) as pool:
+        window = collections.deque()
+        for item in files:
+            window.append(pool.submit(guarded, item))
+            if len(window) >= workers * 2:
+                yield window.popleft().result()
+        while window:
+            yield window.popleft().result()
+
+
+def iter_episodes(input_: Any, *, input_read_episodes: bool = True,
+                  input_read_schema: dict | None = None, input_filesystem: Any = None,
+                  input_filesystem_kwargs: dict | None = None, on_bad_file: str = "raise",
+                  shuffle_buffer_size: int = 0, seed: int | None = None, prefetch: int = 0,
+                  process_index: int = 0, process_count: int = 1,
+                  observation_space: Any = None, skipped: SkipReport | None = None,
+                  max_workers: int | None = None) -> Iterator[Episode]:
+    """Streams episodes with bounded memory.
+
+    Args:
+      input_: a file, folder (recursive), glob, URI (`s3://...`) or a list of them.
+      input_read_episodes: True for episode rows, False for tabular rows (one timestep a row,
+        grouped into episodes by `eps_id`).
+      input_read_schema: maps our column names onto the file's (`{"obs": "o_t", ...}`).
+      input_filesystem, input_filesystem_kwargs: a `pyarrow.fs` filesystem (or "s3", "gcs").
+      on_bad_file: "raise" (default) or "skip"; skipped files land in `skipped`.
+      shuffle_buffer_size: episodes held in a buffer that yields a random one (0: file order).
+      prefetch: episodes decoded ahead on a background thread (0: none).
+      process_index, process_count: this process reads every `process_count`-th file.
+      observation_space: checks observation shapes against this space.
+    """
+    if not 0 <= process_index < process_count:
+        raise ValueError(f"process_index must be in [0, {process_count}), got {process_index}")
+    files = resolve_files(input_, filesystem=input_filesystem,
+                          filesystem_kwargs=input_filesystem_kwargs)
+    files = files[process_index::process_count]
+    if input_read_episodes:
+        def reader(fs, path):
+            return _episodes_of_file(fs, path, input_read_schema=input_read_schema,
+                                     observation_space=observation_space)
+        stream = (ep for eps in _read_files(files, reader, on_bad_file, skipped, max_workers)
+                  for ep in eps)
+    else:
+        from rljax_offline.data.tabular import iter_tabular_episodes
+
+        stream = iter_tabular_episodes(files, input_read_schema=input_read_schema,
+                                       on_bad_file=on_bad_file, skipped=skipped,
+                                       observation_space=observation_space)
+    if shuffle_buffer_size > 0:
+        stream = _shuffled(stream, shuffle_buffer_size, seed)
+    if prefetch > 0:
+        stream = _prefetched(stream, prefetch)
+    return stream
+
+
+def read_episodes(input_: Any, **options) -> list[Episode]:
+    """Every episode of `input_` in memory (RLlib's `materialize_data`); see `iter_episodes`."""
+    return list(iter_episodes(input_, **options))
+
+
+def _shuffled(stream: Iterator[Episode], size: int, seed: int | None) -> Iterator[Episode]:
+    rng = np.random.default_rng(seed)
+    buf: list[Episode] = []
+    for ep in stream:
+        if len(buf) < size:
+            buf.append(ep)
+            continue
+        i = int(rng.integers(len(buf)))
+        buf[i], ep = ep, buf[i]
+        yield ep
+    rng.shuffle(buf)
+    yield from buf
+
+
+_DONE = object()
+
+
+def _prefetched(stream: Iterator[Episode], depth: int) -> Iterator[Episode]:
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def work():
+        try:
+            for ep in stream:
+                if stop.is_set():
+                    return
+                q.put(ep)
+            q.put(_DONE)
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer below
+            q.put(e)
+
+    threading.Thread(target=work, daemon=True).start()
+    try:
+        while True:
+            item = q.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()

@@ -1,0 +1,290 @@
+"""RLlib's tabular format: one timestep a row, grouped into episodes by `eps_id`.
+
+Columns (RLlib's defaults): `eps_id`, `agent_id`, `module_id`, `obs`, `actions`, `rewards`,
+`new_obs`, `terminateds`, `truncateds`, then extra model outputs (`action_dist_inputs`,
+`action_logp`, `weights_seq_no`, ...). Row t holds o_t, a_t, r_t, o_{t+1}; the flags are set on an
+episode's last row only.
+
+Tensor columns are read from Ray's `arrow_tensor_v2` (a `large_list` with the per-row shape in
+the field metadata), plain or fixed-size lists; LZ4-compressed columns
+(`base64(lz4.frame(pickle(ndarray)))`, RLlib's default for `obs`/`new_obs`) are decoded by a
+restricted unpickler that allows numpy's array-rebuilding functions only and refuses any
+other global: a crafted file cannot run code.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import json
+import pickle
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from rljax_offline.data.errors import OfflineDataError
+from rljax_offline.data.files import display_name
+from rljax_offline.episode import Episode, EpisodeError
+
+KNOWN = ("eps_id", "agent_id", "module_id", "obs", "actions", "rewards", "new_obs",
+         "terminateds", "truncateds", "infos")
+TENSOR_EXT = b"ARROW:extension:metadata"
+
+_ALLOWED_GLOBALS = {
+    ("numpy._core.numeric", "_frombuffer"), ("numpy.core.numeric", "_frombuffer"),
+    ("numpy._core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "scalar"), ("numpy.core.multiarray", "scalar"),
+    ("numpy", "dtype"), ("numpy", "ndarray"),
+}
+
+
+class _NumpyOnlyUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        if (module, name) not in _ALLOWED_GLOBALS:
+            raise pickle.UnpicklingError(f"global {module}.{name} is not allowed (only numpy's "
+                                         "array-rebuilding functions are)")
+        return super().find_class(module, name)
+
+
+def unpack_compressed(value: str | bytes) -> np.ndarray:
+    """Decodes one RLlib-compressed cell safely; raises `ValueError` on anything else."""
+    import lz4.frame
+
+    try:
+        raw = lz4.frame.decompress(base64.b64decode(value))
+    except (binascii.Error, RuntimeError, ValueError) as e:
+        raise ValueError(f"not base64(lz4) data: {e}") from None
+    try:
+        arr = _NumpyOnlyUnpickler(io.BytesIO(raw)).load()
+    except (pickle.UnpicklingError, EOFError, TypeError, AttributeError, ValueError) as e:
+        raise ValueError(f"refused pickle payload: {e}") from None
+    if not isinstance(arr, (np.ndarray, np.generic)) or np.asarray(arr).dtype.kind in "OV":
+        raise ValueError(f"compressed cell holds a {type(arr).__name__}, not a numeric array")
+    return np.asarray(arr)
+
+
+def pack_compressed(arr: np.ndarray) -> str:
+    """RLlib's compressed cell for one array (readable by RLlib's `unpack`)."""
+    import lz4.frame
+
+    return base64.b64encode(lz4.frame.compress(pickle.dumps(np.asarray(arr), protocol=5))
+                            ).decode("ascii")
+
+
+# ---------------------------------------------------------------------- reading
+
+
+def _column_values(table: pa.Table, col: str, name: str) -> np.ndarray:
+    """A column as a numpy array `[rows, ...]`, whatever way it was stored."""
+    arr = table.column(col).combine_chunks()
+    field = table.schema.field(col)
+    typ = arr.type
+    if isinstance(typ, pa.ExtensionType):
+        arr, typ = arr.storage, arr.storage.type
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        values = arr.to_pylist()
+        out = []
+        for row, v in enumerate(values):
+            try:
+                out.append(unpack_compressed(v))
+            except ValueError as e:
+                raise OfflineDataError(f"compressed cell cannot be decoded: {e}", file=name,
+                                       row=row, column=col) from None
+        return np.stack(out) if out else np.zeros((0,))
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
+        shape = None
+        meta = field.metadata or {}
+        if TENSOR_EXT in meta:
+            try:
+                shape = tuple(json.loads(meta[TENSOR_EXT]))
+            except (ValueError, TypeError):
+                shape = None
+        if pa.types.is_fixed_size_list(typ) and shape is None:
+            shape = (typ.list_size,)
+        if arr.null_count:
+            raise OfflineDataError("tensor column has null rows", file=name, column=col)
+        flat = arr.flatten().to_numpy(zero_copy_only=False)
+        n = len(arr)
+        if shape is None:
+            lengths = np.diff(arr.offsets.to_numpy())
+            if n and np.any(lengths != lengths[0]):
+                raise OfflineDataError("list column is ragged (rows of different lengths)",
+                                       file=name, column=col)
+            shape = (int(lengths[0]) if n else 0,)
+        try:
+            return flat.reshape((n, *shape))
+        except ValueError:
+            raise OfflineDataError(f"tensor column does not hold {n} rows of shape {shape}",
+                                   file=name, column=col) from None
+    if pa.types.is_null(typ):
+        return np.full(len(arr), None, object)
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def _map_columns(table: pa.Table, schema: dict | None, name: str) -> dict[str, str]:
+    """Our column name -> the file's column name."""
+    names = table.schema.names
+    mapping = {k: k for k in names}
+    for ours, theirs in (schema or {}).items():
+        if theirs not in names:
+            raise OfflineDataError(f"input_read_schema maps {ours!r} to {theirs!r}, which the "
+                                   f"file does not have (it has {names})", file=name,
+                                   column=theirs)
+        mapping.pop(theirs, None)
+        mapping[ours] = theirs
+    return mapping
+
+
+def _table_columns(table: pa.Table, schema: dict | None, name: str) -> dict[str, Any]:
+    mapping = _map_columns(table, schema, name)
+    if "done" in mapping and "terminateds" not in mapping:
+        mapping["terminateds"] = mapping.pop("done")
+    for required in ("eps_id", "obs", "actions", "rewards"):
+        if required not in mapping:
+            raise OfflineDataError(f"missing column {required!r} (has {table.schema.names}); "
+                                   "map foreign names with input_read_schema", file=name,
+                                   column=required)
+    cols = {}
+    for ours, theirs in mapping.items():
+        if ours in ("agent_id", "module_id", "infos"):
+            continue
+        if ours == "eps_id":
+            cols[ours] = np.asarray(table.column(theirs).to_pylist(), object)
+            continue
+        cols[ours] = _column_values(table, theirs, name)
+    for flag in ("terminateds", "truncateds"):
+        if flag in cols and cols[flag].dtype != bool:
+            raise OfflineDataError(f"column must be bool, got {cols[flag].dtype}", file=name,
+                                   column=mapping[flag])
+    return cols
+
+
+class _Assembler:
+    """Collects rows per `eps_id` and emits an episode when its last row (a flag) arrives."""
+
+    def __init__(self, observation_space: Any = None):
+        self.open: dict[str, dict[str, list]] = {}
+        self.space = observation_space
+
+    def add(self, cols: dict[str, Any], name: str) -> Iterator[Episode]:
+        n = len(cols["eps_id"])
+        eps_ids = cols["eps_id"]
+        done = np.zeros(n, bool)
+        for f in ("terminateds", "truncateds"):
+            if f in cols:
+                done |= cols[f]
+        for row in range(n):
+            eid = str(eps_ids[row])
+            acc = self.open.setdefault(eid, {"rows": [], "file": name})
+            acc["rows"].append((cols, row))
+            if done[row]:
+                yield self._build(eid, self.open.pop(eid))
+
+    def flush(self) -> Iterator[Episode]:
+        for eid in list(self.open):
+            yield self._build(eid, self.open.pop(eid))
+
+    def _build(self, eid: str, acc: dict) -> Episode:
+        rows, name = acc["rows"], acc["file"]
+        obs = [c["obs"][r] for c, r in rows]
+        last_cols, last_row = rows[-1]
+        if "new_obs" in last_cols:
+            for i in range(1, len(rows)):
+                c, r = rows[i - 1]
+                if not np.array_equal(c["new_obs"][r], obs[i]):
+                    raise OfflineDataError(
+                        f"episode {eid!r} has a gap: new_obs of its step {i - 1} is not the obs "
+                        f"of its step {i} (rows missing or out of order)", file=name,
+                        column="new_obs")
+            obs.append(last_cols["new_obs"][last_row])
+        else:
+            obs.append(obs[-1])
+        emo_keys = [k for k in last_cols if k not in KNOWN]
+        try:
+            return Episode(
+                observations=obs, actions=[c["actions"][r] for c, r in rows],
+                rewards=[float(c["rewards"][r]) for c, r in rows],
+                extra_model_outputs={k: [c[k][r] for c, r in rows] for k in emo_keys},
+                terminated=bool(last_cols["terminateds"][last_row])
+                if "terminateds" in last_cols else False,
+                truncated=bool(last_cols["truncateds"][last_row])
+                if "truncateds" in last_cols else False,
+                id_=eid, observation_space=self.space)
+        except EpisodeError as e:
+            raise OfflineDataError(f"rows of episode {eid!r} do not form an episode: {e}",
+                                   file=name, column="obs") from None
+
+
+def iter_tabular_episodes(files, *, input_read_schema: dict | None = None,
+                          on_bad_file: str = "raise", skipped: list | None = None,
+                          observation_space: Any = None) -> Iterator[Episode]:
+    """Episodes from tabular files, rows grouped by `eps_id` in time order across files."""
+    from rljax_offline.data.reader import _open_parquet
+
+    asm = _Assembler(observation_space)
+    for fs, path in files:
+        name = display_name(fs, path)
+        try:
+            pf = _open_parquet(fs, path)
+            for i in range(pf.num_row_groups):
+                table = pf.read_row_group(i)
+                yield from asm.add(_table_columns(table, input_read_schema, name), name)
+        except OfflineDataError as e:
+            if on_bad_file == "raise":
+                raise
+            if skipped is not None:
+                skipped.append((name, str(e)))
+    yield from asm.flush()
+
+
+# ---------------------------------------------------------------------- writing
+
+
+def _tensor_array(values: np.ndarray, compress: bool) -> tuple[pa.Array, dict | None]:
+    if compress:
+        return pa.array([pack_compressed(v) for v in values], pa.string()), None
+    values = np.ascontiguousarray(values)
+    if values.ndim == 1:
+        return pa.array(values), None
+    per_row = values.shape[1:]
+    flat = pa.array(values.reshape(len(values), -1).reshape(-1))
+    arr = pa.FixedSizeListArray.from_arrays(flat, int(np.prod(per_row)))
+    return arr, {TENSOR_EXT: json.dumps(list(per_row)).encode()}
+
+
+def episodes_to_table(episodes: list[Episode], compress_columns: list[str] | None = None
+                      ) -> pa.Table:
+    """Episodes as RLlib's tabular rows (lookback excluded), tensors as fixed-size lists."""
+    compress = set(compress_columns or [])
+    parts: dict[str, list] = {}
+    for ep in episodes:
+        T = len(ep)
+        obs = np.asarray(ep.get_observations())
+        if not isinstance(ep.observations, np.ndarray):
+            raise OfflineDataError("the tabular format holds flat observations only; write "
+                                   "Dict/Tuple observations as episode rows")
+        flags = np.zeros(T, bool)
+        cols = {
+            "eps_id": np.array([ep.id_] * T, object),
+            "obs": obs[:-1], "actions": np.asarray(ep.get_actions()),
+            "rewards": np.asarray(ep.get_rewards(), np.float64), "new_obs": obs[1:],
+            "terminateds": np.where(np.arange(T) == T - 1, ep.is_terminated, flags),
+            "truncateds": np.where(np.arange(T) == T - 1, ep.is_truncated, flags),
+        }
+        for k in ep.extra_model_outputs:
+            cols[k] = np.asarray(ep.get_extra_model_outputs(k))
+        for k, v in cols.items():
+            parts.setdefault(k, []).append(v)
+    arrays, fields = [], []
+    for k, chunks in parts.items():
+        values = np.concatenate(chunks) if chunks else np.zeros(0)
+        if k == "eps_id":
+            arr, meta = pa.array(values.tolist(), pa.string()), None
+        else:
+            arr, meta = _tensor_array(values, k in compress)
+        arrays.append(arr)
+        fields.append(pa.field(k, arr.type, metadata=meta))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))

@@ -1,0 +1,172 @@
+"""Writing episodes to Parquet, streamed row group by row group, each file atomic.
+
+Episode rows (`output_write_episodes=True`): one binary column `item`, one episode a row, the
+value `msgpack` of `Episode.get_state()` (RLlib's format). `rllib_layout=True` writes RLlib's
+recorder bytes exactly (per-step lists); the default stores one array per buffer, which decodes
+many times faster and which RLlib's `SingleAgentEpisode.from_state` reads as well.
+
+Tabular rows (`output_write_episodes=False`): one timestep a row, RLlib's default schema
+(see `rljax_offline.data.tabular`).
+
+Each file's key-value metadata holds our format version, the layout and the spaces.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rljax_offline import spaces as sp
+from rljax_offline.data.codec import encode_episode
+from rljax_offline.data.files import _filesystem, atomic_output
+from rljax_offline.episode import Episode
+
+FORMAT_VERSION = "1"
+META_PREFIX = "rljax_offline."
+EPISODE_SCHEMA = pa.schema([pa.field("item", pa.binary())])
+
+
+def file_metadata(layout: str, episode: Episode | None) -> dict[bytes, bytes]:
+    meta = {"format_version": FORMAT_VERSION, "layout": layout}
+    if episode is not None:
+        for name, spec in (("observation_space", episode.observation_space_spec),
+                           ("action_space", episode.action_space_spec)):
+            if spec is not None:
+                meta[name] = json.dumps(sp.space_to_dict(spec))
+    return {(META_PREFIX + k).encode(): v.encode() for k, v in meta.items()}
+
+
+class EpisodeWriter:
+    """Streams episodes into Parquet files under a folder (or a URI on any pyarrow filesystem).
+
+    Rows are buffered only up to `row_group_size` and written as a row group, so recording
+    for hours does not grow memory. A file is finished after `output_max_rows_per_file` rows
+    (None: one file) and only then appears under its final name.
+
+    Example:
+        >>> with EpisodeWriter("/tmp/cartpole", output_max_rows_per_file=100) as w:
+        ...     for ep in episodes:
+        ...         w.write(ep)
+    """
+
+    def __init__(self, path: str, *, output_write_episodes: bool = True,
+                 output_max_rows_per_file: int | None = None,
+                 output_compress_columns: list[str] | None = None, compression: str = "zstd",
+                 rllib_layout: bool = False, row_group_size: int = 64,
+                 filesystem: Any = None, filesystem_kwargs: dict | None = None,
+                 file_prefix: str = "episodes"):
+        if output_max_rows_per_file is not None and output_max_rows_per_file <= 0:
+            raise ValueError("output_max_rows_per_file must be a positive int or None")
+        self._fs, self._root = _filesystem(os.fspath(path), filesystem, filesystem_kwargs)
+        self._episodes = output_write_episodes
+        self._max_rows = output_max_rows_per_file
+        self._compress = output_compress_columns
+        self._compression = compression
+        self._rllib_layout = rllib_layout
+        self._row_group_size = row_group_size
+        self._prefix = file_prefix
+        self._buffer: list = []
+        self._rows_in_file = 0
+        self._file_index = 0
+        self._ctx = None
+        self._pq_writer = None
+        self._files: list[str] = []
+        self._closed = False
+
+    # ------------------------------------------------------------------ rows
+
+    def _rows_of(self, episode: Episode) -> pa.Table:
+        if self._episodes:
+            blob = encode_episode(episode, finalized=not self._rllib_layout)
+            return pa.table({"item": pa.array([blob], pa.binary())})
+        from rljax_offline.data.tabular import episodes_to_table
+
+        return episodes_to_table([episode], compress_columns=self._compress)
+
+    def write(self, episode: Episode) -> None:
+        """Adds one episode (one row, or one row per timestep in the tabular layout)."""
+        if self._closed:
+            raise ValueError("this EpisodeWriter is closed")
+        if not isinstance(episode, Episode):
+            raise TypeError(f"EpisodeWriter.write takes an Episode, got {type(episode).__name__}")
+        table = self._rows_of(episode)
+        if self._pq_writer is None:
+            self._open(table.schema, episode)
+        self._buffer.append(table)
+        self._rows_in_file += 1
+        if len(self._buffer) >= self._row_group_size:
+            self._flush()
+        if self._max_rows is not None and self._rows_in_file >= self._max_rows:
+            self._finish_file()
+
+    def write_many(self, episodes: Iterable[Episode]) -> None:
+        for ep in episodes:
+            self.write(ep)
+
+    # ------------------------------------------------------------------ files
+
+    def _open(self, schema: pa.Schema, episode: Episode) -> None:
+        layout = "episodes" if self._episodes else "tabular"
+        schema = schema.with_metadata({**(schema.metadata or {}),
+                                       **file_metadata(layout, episode)})
+        name = f"{self._root}/{self._prefix}_{self._file_index:06d}.parquet"
+        self._ctx = atomic_output(self._fs, name)
+        stream = self._ctx.__enter__()
+        self._pq_writer = pq.ParquetWriter(stream, schema, compression=self._compression)
+        self._current = name
+
+    def _flush(self) -> None:
+        if self._buffer:
+            table = pa.concat_tables(self._buffer).cast(self._pq_writer.schema)
+            self._pq_writer.write_table(table)
+            self._buffer = []
+
+    def _finish_file(self) -> None:
+        if self._pq_writer is None:
+            return
+        self._flush()
+        self._pq_writer.close()
+        self._ctx.__exit__(None, None, None)
+        self._files.append(self._current)
+        self._pq_writer = self._ctx = None
+        self._rows_in_file = 0
+        self._file_index += 1
+
+    def close(self) -> list[str]:
+        """Finishes the open file; returns every file written."""
+        if not self._closed:
+            self._finish_file()
+            self._closed = True
+        return list(self._files)
+
+    def abort(self, exc: BaseException | None = None) -> None:
+        """Drops the unfinished file (its temp file is removed); finished files stay."""
+        if self._ctx is not None:
+            try:
+                self._pq_writer.close()
+            finally:
+                err = exc or RuntimeError("aborted")
+                self._ctx.__exit__(type(err), err, None)
+        self._pq_writer = self._ctx = None
+        self._closed = True
+
+    def __enter__(self) -> EpisodeWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc is None:
+            self.close()
+        else:
+            self.abort(exc)
+
+
+def write_episodes(episodes: Iterable[Episode], path: str, **options) -> list[str]:
+    """Writes episodes under `path` (see `EpisodeWriter` for the options); returns the files."""
+    with EpisodeWriter(path, **options) as writer:
+        writer.write_many(episodes)
+    return writer.close()

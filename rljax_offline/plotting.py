@@ -1,0 +1,90 @@
+"""Pictures a person would rather look at than read: learning curves and return histograms.
+
+matplotlib with the non-interactive Agg backend, so it works on headless machines and in CI.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def _figure(ncols: int, width: float = 5.0):
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, ncols, figsize=(width * ncols, 3.8), squeeze=False)
+    return plt, fig, axes[0]
+
+
+def _save_atomic(plt, fig, path: str) -> str:
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".png", dir=folder)
+    os.close(fd)
+    try:
+        fig.tight_layout()
+        fig.savefig(tmp, dpi=110)
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return path
+
+
+def save_learning_curve(history: Sequence[dict], path: str, *, title: str = "BC training",
+                        target_return: float | None = None) -> str:
+    """Plots training loss and evaluation return per iteration from `BC.train()` results.
+
+    Args:
+      history: result dicts with `training_iteration`, `learners/default_policy/policy_loss`
+        and, where evaluated, `evaluation/env_runners/episode_return_mean` (nested dicts).
+      path: where to write the PNG (atomically).
+      target_return: draws a dashed line at this return (e.g. 450 for CartPole).
+    """
+    plt, fig, (ax_loss, ax_ret) = _figure(2)
+    it = [r["training_iteration"] for r in history]
+    loss = [r["learners"]["default_policy"]["policy_loss"] for r in history]
+    ax_loss.plot(it, loss, color="tab:blue")
+    ax_loss.set_xlabel("training iteration")
+    ax_loss.set_ylabel("policy loss (NLL)")
+    ax_loss.set_yscale("log" if min(loss) > 0 else "linear")
+    ax_loss.set_title(f"{title}: loss")
+    ev = [(r["training_iteration"], r["evaluation"]["env_runners"])
+          for r in history if "evaluation" in r]
+    if ev:
+        xs = [i for i, _ in ev]
+        mean = np.array([e["episode_return_mean"] for _, e in ev])
+        lo = np.array([e["episode_return_min"] for _, e in ev])
+        hi = np.array([e["episode_return_max"] for _, e in ev])
+        ax_ret.plot(xs, mean, marker="o", color="tab:green", label="mean")
+        ax_ret.fill_between(xs, lo, hi, color="tab:green", alpha=0.2, label="min-max")
+        if target_return is not None:
+            ax_ret.axhline(target_return, ls="--", color="gray", label=f"target {target_return}")
+        ax_ret.legend(loc="lower right")
+    ax_ret.set_xlabel("training iteration")
+    ax_ret.set_ylabel("evaluation episode return")
+    ax_ret.set_title(f"{title}: evaluation")
+    return _save_atomic(plt, fig, path)
+
+
+def save_return_histogram(returns: dict[str, Sequence[float]], path: str,
+                          *, title: str = "Episode returns") -> str:
+    """Overlaid histograms of episode returns, e.g. {"expert data": [...], "BC policy": [...]}."""
+    plt, fig, (ax,) = _figure(1, width=6.0)
+    all_values = np.concatenate([np.asarray(v, float) for v in returns.values()])
+    bins = np.linspace(all_values.min(), all_values.max() + 1e-6, 30)
+    for name, values in returns.items():
+        ax.hist(values, bins=bins, alpha=0.55, label=f"{name} (n={len(values)})")
+    ax.set_xlabel("episode return")
+    ax.set_ylabel("episodes")
+    ax.set_title(title)
+    ax.legend()
+    return _save_atomic(plt, fig, path)

@@ -1,0 +1,27 @@
+"""Every notebook in notebooks/ runs top to bottom from a clean kernel (CPU)."""
+
+import pathlib
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+NOTEBOOKS = sorted((pathlib.Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+
+
+def test_notebooks_exist():
+    names = {p.name for p in NOTEBOOKS}
+    assert {"01_quickstart.ipynb", "02_episodes_and_connectors.ipynb",
+            "03_data_formats_and_devices.ipynb"} <= names, names
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs(path, tmp_path):
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=600, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
+    client.execute()
+    images = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if "image/png" in o.get("data", {})]
+    assert images, f"{path.name} shows no picture"
