@@ -1,0 +1,66 @@
+"""Module-to-env pieces: actions from `action_dist_inputs`, then clipped or unsquashed into the
+action space for the env (RLlib's `GetActions`, `NormalizeAndClipActions`)."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from rljax_offline import spaces as sp
+from rljax_offline.connectors.core import Connector, stateless
+from rljax_offline.models.distributions import for_space
+
+
+def get_actions() -> Connector:
+    """`actions` sampled (`ctx.explore` True, needs `ctx.rng`) or greedy (argmax / mean) from
+    `action_dist_inputs`, and their `action_logp`."""
+
+    def apply(episodes, batch, ctx):
+        if "action_dist_inputs" not in batch:
+            raise KeyError("get_actions needs 'action_dist_inputs' from the module")
+        dist = for_space(episodes.action_space_spec)
+        inputs = batch["action_dist_inputs"]
+        greedy = dist.greedy(inputs)
+        if ctx.rng is not None:
+            sampled = dist.sample(inputs, ctx.rng)
+            explore = jnp.asarray(ctx.explore, bool)
+            actions = jnp.where(explore.reshape((1,) * greedy.ndim), sampled, greedy)
+        else:
+            actions = greedy
+        return episodes, {**batch, "actions": actions,
+                          "action_logp": dist.logp(inputs, actions)}
+
+    return stateless(apply)
+
+
+def clip_actions(clip: bool = True, unsquash: bool = False) -> Connector:
+    """`actions_for_env`: Box actions clipped to the bounds, or (unsquash) mapped from [-1, 1]
+    onto them; other spaces pass through."""
+
+    def apply(episodes, batch, ctx):
+        spec = episodes.action_space_spec
+        a = batch["actions"]
+        if isinstance(spec, sp.BoxSpec):
+            low = jnp.asarray(np.asarray(spec.low, np.float32).reshape(spec.shape))
+            high = jnp.asarray(np.asarray(spec.high, np.float32).reshape(spec.shape))
+            a = a.reshape(a.shape[0], *spec.shape)
+            if unsquash:
+                a = low + (jnp.clip(a, -1, 1) + 1.0) * 0.5 * (high - low)
+            elif clip:
+                a = jnp.clip(a, low, high)
+        return episodes, {**batch, "actions_for_env": a}
+
+    return stateless(apply)
+
+
+def module_outputs(policy) -> Connector:
+    """Runs the policy on `obs` with `ctx.params`: `action_dist_inputs` (handy when a whole
+    env-to-module -> module -> module-to-env chain is jitted as one function)."""
+
+    def apply(episodes, batch, ctx):
+        return episodes, {**batch, "action_dist_inputs": policy.apply(ctx.params, batch["obs"])}
+
+    return stateless(apply)
+
+
+

@@ -1,0 +1,156 @@
+"""Behavior cloning, data-parallel the pmap way.
+
+`make_update` returns ONE pure per-device function: it sees its shard of the batch and averages
+gradients with `lax.pmean(grads, axis_name="data")`. `DataParallel` runs it through
+`jax.shard_map` over a 1-D `("data",)` mesh of local devices (how JAX implements `pmap` since
+0.8), with `check_vma=False`: with the default `True`, the gradient w.r.t. replicated params comes
+back already summed over the axis and `pmean` would over-count by the device count. The same
+function under `jax.pmap` gives the same params, and one device is the n=1 case.
+
+Small data sets live on the device: an iteration is one jitted `lax.scan` of updates, each
+drawing its global minibatch with the same key on every device and taking its own slice, so N
+devices compute exactly the 1-device update (up to float summation order).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax import lax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from rljax_offline.models.policy import Policy
+
+AXIS = "data"
+
+
+class TrainState(NamedTuple):
+    params: Any
+    opt_state: Any
+    step: jax.Array
+    rng: jax.Array
+    connector_state: Any = ()
+
+
+def init_state(policy: Policy, optimizer: optax.GradientTransformation, seed: int = 0,
+               connector_state: Any = ()) -> TrainState:
+    init_key, rng = jax.random.split(jax.random.PRNGKey(seed))
+    params = policy.init(init_key)
+    return TrainState(params=params, opt_state=optimizer.init(params),
+                      step=jnp.zeros((), jnp.int32), rng=rng, connector_state=connector_state)
+
+
+def make_optimizer(lr: float, grad_clip: float | None = None) -> optax.GradientTransformation:
+    adam = optax.adam(lr)
+    return optax.chain(optax.clip_by_global_norm(grad_clip), adam) if grad_clip else adam
+
+
+def make_update(policy: Policy, optimizer: optax.GradientTransformation,
+                axis_name: str = AXIS):
+    """The per-device BC update `(state, batch) -> (state, metrics)`.
+
+    `batch` holds this device's shard: `obs`, `actions` and optionally `loss_mask`. The loss is
+    the masked mean negative log-likelihood over the *global* batch: each device divides its
+    masked sum by the global count (a `psum`), scaled by the device count so that `pmean`
+    of the gradients is the gradient of the global mean.
+    """
+
+    def loss_fn(params, batch):
+        inputs = policy.apply(params, batch["obs"])
+        nll = -policy.dist.logp(inputs, batch["actions"])
+        mask = batch.get("loss_mask")
+        mask = jnp.ones_like(nll) if mask is None else mask.astype(nll.dtype)
+        n_dev = lax.psum(1, axis_name)
+        count = jnp.maximum(lax.psum(mask.sum(), axis_name), 1.0)
+        loss = jnp.sum(nll * mask) / count * n_dev
+        entropy = jnp.sum(policy.dist.entropy(inputs) * mask) / count * n_dev
+        return loss, (entropy, mask.sum())
+
+    def update(state: TrainState, batch: dict) -> tuple[TrainState, dict]:
+        (loss, (entropy, count)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            state.params, batch)
+        grads = lax.pmean(grads, axis_name)
+        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        metrics = {"policy_loss": lax.pmean(loss, axis_name),
+                   "entropy": lax.pmean(entropy, axis_name),
+                   "gradients_global_norm": optax.global_norm(grads),
+                   "num_module_steps_trained": lax.psum(count, axis_name)}
+        return state._replace(params=params, opt_state=opt_state, step=state.step + 1), metrics
+
+    return update
+
+
+def select_devices(num_devices: int | str = "all") -> list:
+    devices = jax.local_devices()
+    if num_devices == "all":
+        return devices
+    if not isinstance(num_devices, int) or not 0 < num_devices <= len(devices):
+        raise ValueError(f"num_devices={num_devices!r}: {len(devices)} local devices exist")
+    return devices[:num_devices]
+
+
+class DataParallel:
+    """Runs a per-device update over a `("data",)` mesh with `shard_map`.
+
+    Args:
+      update: the per-device function from `make_update`.
+      devices: the local devices to use (one is fine).
+      global_batch_size: the batch of one update over all devices; must divide evenly.
+    """
+
+    def __init__(self, update, devices: list, global_batch_size: int):
+        n = len(devices)
+        if global_batch_size % n:
+            raise ValueError(f"train_batch_size_per_learner={global_batch_size} does not "
+                             f"divide over {n} devices; use a multiple of {n}")
+        self.update, self.devices = update, devices
+        self.batch_size, self.per_device = global_batch_size, global_batch_size // n
+        self.mesh = Mesh(np.asarray(devices), (AXIS,))
+        self.replicated = NamedSharding(self.mesh, P())
+        self.sharded = NamedSharding(self.mesh, P(AXIS))
+
+    def shard_map(self, f, in_specs, out_specs):
+        return jax.shard_map(f, mesh=self.mesh, in_specs=in_specs, out_specs=out_specs,
+                             check_vma=False)
+
+    def put_replicated(self, tree):
+        return jax.device_put(tree, self.replicated)
+
+    def put_sharded(self, tree):
+        return jax.device_put(tree, self.sharded)
+
+    @functools.cached_property
+    def step(self):
+        """One update on a host batch `[global_batch, ...]` sharded over the devices."""
+        return jax.jit(self.shard_map(self.update, (P(), P(AXIS)), (P(), P())),
+                       donate_argnums=0)
+
+    def scan_on_device(self, num_updates: int):
+        """`(state, data) -> (state, metrics)`: `num_updates` updates on minibatches sampled
+        from `data` (a dict of equal-length arrays, replicated on every device)."""
+        B, b = self.batch_size, self.per_device
+
+        def per_device(state, data):
+            n = jax.tree_util.tree_leaves(data)[0].shape[0]
+            start = lax.axis_index(AXIS) * b
+
+            def body(state, _):
+                rng, key = jax.random.split(state.rng)
+                idx = jax.random.randint(key, (B,), 0, n)
+                mine = lax.dynamic_slice_in_dim(idx, start, b)
+                batch = jax.tree_util.tree_map(lambda x: jnp.take(x, mine, axis=0), data)
+                return self.update(state._replace(rng=rng), batch)
+
+            state, metrics = lax.scan(body, state, None, length=num_updates)
+            return state, jax.tree_util.tree_map(lambda m: m[-1], metrics) | {
+                "policy_loss_mean": metrics["policy_loss"].mean()}
+
+        return jax.jit(self.shard_map(per_device, (P(), P()), (P(), P())),
+                       donate_argnums=0)
