@@ -40,6 +40,9 @@ class Context(NamedTuple):
     params: Any = None
 
 
+EMPTY_CONTEXT = Context()
+
+
 class Connector(NamedTuple):
     init: Callable[[Spaces], Any]
     apply: Callable[..., tuple]
@@ -71,7 +74,8 @@ def pipeline(*pieces: Connector) -> Connector:
             spaces = p.out_spaces(spaces)
         return tuple(states)
 
-    def apply(state, episodes, batch, ctx=Context()):
+    def apply(state, episodes, batch, ctx=None):
+        ctx = EMPTY_CONTEXT if ctx is None else ctx
         new_states = []
         for i, (p, s) in enumerate(zip(pieces, state)):
             if ctx.rng is not None:
@@ -88,6 +92,7 @@ def pipeline(*pieces: Connector) -> Connector:
     return Connector(init=init, apply=apply, out_spaces=out_spaces)
 
 
-def run(connector: Connector, state: Any, episodes, ctx: Context = Context(), batch=None):
+def run(connector: Connector, state: Any, episodes, ctx: Context | None = None, batch=None):
     """Convenience: applies a connector to episodes with an empty batch."""
-    return connector.apply(state, episodes, {} if batch is None else batch, ctx)
+    return connector.apply(state, episodes, {} if batch is None else batch,
+                           EMPTY_CONTEXT if ctx is None else ctx)
