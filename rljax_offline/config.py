@@ -67,6 +67,7 @@ class BCConfig:
     env_to_module_connector: Callable | None = None
     add_default_connectors_to_learner_pipeline: bool = True
     add_default_connectors_to_env_to_module_pipeline: bool = True
+    episode_lookback_horizon: int = 0
     # debugging
     seed: int = 0
 
@@ -136,11 +137,15 @@ class BCConfig:
                           evaluation_explore=evaluation_explore)
 
     def env_runners(self, *, env_to_module_connector: Callable | None = _NOT_PROVIDED,
-                    add_default_connectors_to_env_to_module_pipeline: bool = _NOT_PROVIDED
-                    ) -> BCConfig:
+                    add_default_connectors_to_env_to_module_pipeline: bool = _NOT_PROVIDED,
+                    episode_lookback_horizon: int = _NOT_PROVIDED) -> BCConfig:
+        """Evaluation-side connectors. By default the env-to-module pipeline uses the same
+        custom pieces as the learner pipeline (one piece serves both); set
+        `episode_lookback_horizon` to the past steps they read (frame stacking of N: N - 1)."""
         return self._with(env_to_module_connector=env_to_module_connector,
                           add_default_connectors_to_env_to_module_pipeline=(
-                              add_default_connectors_to_env_to_module_pipeline))
+                              add_default_connectors_to_env_to_module_pipeline),
+                          episode_lookback_horizon=episode_lookback_horizon)
 
     def rl_module(self, *, model_config: dict = _NOT_PROVIDED) -> BCConfig:
         """`model_config` keys as RLlib's default model: `fcnet_hiddens`, `fcnet_activation`."""

@@ -33,11 +33,13 @@ class Spaces(NamedTuple):
 
 
 class Context(NamedTuple):
-    """What a piece may need beyond the data: an RNG key, the explore flag, module params."""
+    """What a piece may need beyond the data: an RNG key, the explore flag, module params,
+    and `frozen` (stateful pieces keep their state unchanged, e.g. at evaluation)."""
 
     rng: Any = None
     explore: Any = False
     params: Any = None
+    frozen: Any = False
 
 
 EMPTY_CONTEXT = Context()

@@ -153,7 +153,8 @@ def mean_std_filter(update: bool = True, clip: float = 10.0,
     """Normalizes Box observations by running mean/std (RLlib's `MeanStdFilter`).
 
     The state holds the statistics. With `update=True` the real observations of the batch
-    (padding excluded) are merged in first; `update=False` freezes them (evaluation). Pass
+    (padding excluded) are merged in first, unless `ctx.frozen` is set (evaluation, or
+    re-applying a fitted filter); `update=False` never changes them. Pass
     `axis_name` inside `shard_map`/`pmap` to merge statistics across devices.
     """
 
@@ -166,8 +167,10 @@ def mean_std_filter(update: bool = True, clip: float = 10.0,
         obs = episodes.observations
         if update:
             B, C = obs.shape[:2]
-            state = update_stats(state, obs.reshape(B * C, *obs.shape[2:]),
-                                 episodes.obs_mask.reshape(-1), axis_name)
+            new = update_stats(state, obs.reshape(B * C, *obs.shape[2:]),
+                               episodes.obs_mask.reshape(-1), axis_name)
+            frozen = jnp.asarray(ctx.frozen, bool)
+            state = jax.tree_util.tree_map(lambda old, n: jnp.where(frozen, old, n), state, new)
         out = normalize(state, obs, clip)
         return episodes.replace(observations=out), batch, state
 

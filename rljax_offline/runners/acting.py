@@ -1,0 +1,69 @@
+"""Acting with a trained module: env-to-module -> policy -> module-to-env, jitted as one
+function, driven by `EnvRunner` through `ConnectorPolicy.act(builders, seed)`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+
+from rljax_offline.batch import EpisodeBatch
+from rljax_offline.connectors.core import Connector, Context
+from rljax_offline.episode_builder import EpisodeBuilder
+
+
+def _latest_only_batch(builders: list[EpisodeBuilder], spaces) -> EpisodeBatch:
+    """A batch of just the current observations (no lookback needed): skips building
+    episode windows, the fast path for pipelines that read only the latest observation."""
+    obs = jax.tree_util.tree_map(lambda *xs: np.stack(xs)[:, None],
+                                 *[b.get_observations(-1) for b in builders])
+    n = len(builders)
+    act = np.zeros((n, 0), np.int64)
+    return EpisodeBatch(observations=obs, actions=act, rewards=np.zeros((n, 0), np.float32),
+                        extra_model_outputs={}, lengths=np.zeros(n, np.int32),
+                        lookback_lengths=np.zeros(n, np.int32), t_started=np.zeros(n, np.int64),
+                        terminated=np.zeros(n, bool), truncated=np.zeros(n, bool), max_len=0,
+                        len_lookback_buffer=0, observation_space_spec=spaces.observation,
+                        action_space_spec=spaces.action)
+
+
+class ConnectorPolicy:
+    """A policy for `EnvRunner`: runs the env-to-module pipeline on the episodes so far, the
+    module, and the module-to-env pipeline, all in one jitted call.
+
+    Args:
+      policy: a `rljax_offline.models.policy.Policy`.
+      params: its parameters.
+      env_to_module, module_to_env: connector pipelines; their states are fixed (`frozen`).
+      lookback: how many past steps the env-to-module pieces read (frame stacking: N - 1).
+      explore: sample actions (True) or act greedily (False).
+    """
+
+    def __init__(self, policy, params, spaces, env_to_module: Connector,
+                 env_to_module_state: Any, module_to_env: Connector, *, lookback: int = 0,
+                 explore: bool = False):
+        self.spaces, self.lookback, self.explore = spaces, int(lookback), explore
+        self.params, self.e2m_state = params, env_to_module_state
+        self.m2e_state = module_to_env.init(env_to_module.out_spaces(spaces))
+
+        def act(params, e2m_state, m2e_state, episodes, rng):
+            ctx = Context(rng=rng, explore=explore, params=params, frozen=True)
+            episodes, batch, _ = env_to_module.apply(e2m_state, episodes, {}, ctx)
+            batch = {**batch, "action_dist_inputs": policy.apply(params, batch["obs"])}
+            _, batch, _ = module_to_env.apply(m2e_state, episodes, batch, ctx)
+            return batch["actions_for_env"], {"action_logp": batch["action_logp"],
+                                              "action_dist_inputs": batch["action_dist_inputs"]}
+
+        self._act = jax.jit(act)
+
+    def act(self, builders: list[EpisodeBuilder], seed: int):
+        if self.lookback == 0:
+            episodes = _latest_only_batch(builders, self.spaces)
+        else:
+            windows = [b.lookback_window(self.lookback) for b in builders]
+            episodes = EpisodeBatch.from_episodes(windows, max_len=0,
+                                                  len_lookback_buffer=self.lookback)
+        actions, extras = self._act(self.params, self.e2m_state, self.m2e_state, episodes,
+                                    jax.random.PRNGKey(seed))
+        return np.asarray(actions), {k: np.asarray(v) for k, v in extras.items()}

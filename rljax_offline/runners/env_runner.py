@@ -1,0 +1,170 @@
+"""`EnvRunner`: steps gymnasium vector envs with a policy and produces `Episode`s.
+
+The policy is either any callable `obs_batch -> actions` (or `-> (actions, extra_outputs)`,
+e.g. a scripted expert) or an object with `act(builders, rng) -> (actions, extras)` that sees
+the episodes so far (what `PolicyRunner` in `rljax_offline.runners.acting` does to drive
+env-to-module -> module -> module-to-env connector pipelines).
+
+Episodes are built with `EpisodeBuilder` and handed out as they finish, so `record` streams
+them to Parquet without holding the whole recording in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from rljax_offline.episode import Episode
+from rljax_offline.episode_builder import EpisodeBuilder
+
+
+def make_vector_env(env: Any, num_envs: int, env_config: dict | None = None) -> gym.vector.VectorEnv:
+    """A synchronous vector env from an env id or a factory `env_config -> env`."""
+    cfg = dict(env_config or {})
+    if isinstance(env, str):
+        fns = [lambda: gym.make(env, **cfg) for _ in range(num_envs)]
+    elif callable(env):
+        fns = [lambda: env(cfg) for _ in range(num_envs)]
+    else:
+        raise TypeError(f"env must be a gymnasium id or a factory, got {type(env).__name__}")
+    return gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
+
+
+class EnvRunner:
+    """Runs `policy` in `num_envs` copies of `env`.
+
+    Args:
+      env: a gymnasium id (`"CartPole-v1"`) or a factory `env_config -> gym.Env`.
+      policy: see the module docstring.
+      num_envs: vectorised env copies stepped together (one policy call per step).
+      seed: seeds the envs' resets (episode k of env i is reproducible) and the policy RNG.
+    """
+
+    def __init__(self, env: Any, policy: Callable | Any, *, num_envs: int = 1, seed: int = 0,
+                 env_config: dict | None = None):
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        self.env_id, self.policy, self.num_envs, self.seed = env, policy, num_envs, seed
+        self.venv = make_vector_env(env, num_envs, env_config)
+        self.observation_space = self.venv.single_observation_space
+        self.action_space = self.venv.single_action_space
+        self._rng = np.random.default_rng(seed)
+        self._resets = 0
+
+    def close(self) -> None:
+        self.venv.close()
+
+    def _act(self, builders: list[EpisodeBuilder], obs: np.ndarray):
+        if hasattr(self.policy, "act"):
+            out = self.policy.act(builders, int(self._rng.integers(2**31)))
+        else:
+            out = self.policy(obs)
+        actions, extras = out if isinstance(out, tuple) else (out, None)
+        actions = np.asarray(actions)
+        if isinstance(self.action_space, gym.spaces.Discrete):
+            actions = actions.astype(np.int64).reshape(self.num_envs)
+        else:
+            actions = actions.reshape(self.num_envs, *self.action_space.shape).astype(
+                self.action_space.dtype)
+        return actions, extras
+
+    def _new_builder(self) -> EpisodeBuilder:
+        return EpisodeBuilder(observation_space=self.observation_space,
+                              action_space=self.action_space)
+
+    def episodes(self, num_episodes: int | None = None,
+                 num_timesteps: int | None = None) -> Iterator[Episode]:
+        """Yields finished episodes until `num_episodes` finished (or `num_timesteps` steps
+        were taken; then the unfinished ones come last, as not-done chunks)."""
+        if (num_episodes is None) == (num_timesteps is None):
+            raise ValueError("give exactly one of num_episodes or num_timesteps")
+        obs, _ = self.venv.reset(seed=self.seed + self._resets)
+        self._resets += 1
+        builders = [self._new_builder() for _ in range(self.num_envs)]
+        for i, b in enumerate(builders):
+            b.add_env_reset(obs[i])
+        pending = np.zeros(self.num_envs, bool)
+        finished = steps = 0
+        while True:
+            actions, extras = self._act(builders, obs)
+            obs, rew, term, trunc, _ = self.venv.step(actions)
+            for i in range(self.num_envs):
+                if pending[i]:  # NEXT_STEP autoreset: this step only reset env i
+                    builders[i] = self._new_builder()
+                    builders[i].add_env_reset(obs[i])
+                    pending[i] = False
+                    continue
+                emo = None if extras is None else {k: np.asarray(v)[i] for k, v in
+                                                   extras.items()}
+                builders[i].add_env_step(obs[i], actions[i], float(rew[i]),
+                                         terminated=bool(term[i]), truncated=bool(trunc[i]),
+                                         extra_model_outputs=emo)
+                steps += 1
+                if term[i] or trunc[i]:
+                    pending[i] = True
+                    finished += 1
+                    yield builders[i].finalize()
+                    if num_episodes is not None and finished >= num_episodes:
+                        return
+            if num_timesteps is not None and steps >= num_timesteps:
+                for i in range(self.num_envs):
+                    if not pending[i] and len(builders[i]):
+                        yield builders[i].finalize()
+                return
+
+    def sample(self, *, num_episodes: int | None = None,
+               num_timesteps: int | None = None) -> list[Episode]:
+        return list(self.episodes(num_episodes, num_timesteps))
+
+    def evaluate(self, num_episodes: int = 10) -> dict:
+        """RLlib's env-runner metrics over `num_episodes` finished episodes."""
+        return episode_stats(self.sample(num_episodes=num_episodes))
+
+    def record(self, path: str, *, num_episodes: int, progress: bool = False,
+               **write_options) -> list[str]:
+        """Streams `num_episodes` finished episodes to Parquet under `path` (see
+        `rljax_offline.data.EpisodeWriter` for `output_write_episodes`,
+        `output_max_rows_per_file`, ...); returns the files written."""
+        from rljax_offline.data import EpisodeWriter
+
+        bar = _progress(num_episodes, "recording episodes", progress)
+        with EpisodeWriter(path, **write_options) as writer:
+            for ep in self.episodes(num_episodes=num_episodes):
+                writer.write(ep)
+                bar.update(1)
+        bar.close()
+        return writer.close()
+
+
+def episode_stats(episodes: list[Episode]) -> dict:
+    returns = np.array([ep.get_return() for ep in episodes], float)
+    lengths = np.array([len(ep) for ep in episodes], float)
+    if not len(returns):
+        raise ValueError("no finished episodes to evaluate")
+    return {"episode_return_mean": float(returns.mean()),
+            "episode_return_min": float(returns.min()),
+            "episode_return_max": float(returns.max()),
+            "episode_len_mean": float(lengths.mean()), "num_episodes": len(episodes),
+            "episode_returns": returns.tolist()}
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, disable=not enabled, unit="ep", leave=False)
+
+
+def record_expert(env_id: str, output: str, *, num_episodes: int = 500, seed: int = 0,
+                  num_envs: int = 8, progress: bool = True, **write_options) -> list[str]:
+    """Records a shipped scripted expert (`rljax_offline.experts`) to Parquet."""
+    from rljax_offline.experts import expert_for
+
+    runner = EnvRunner(env_id, expert_for(env_id), num_envs=num_envs, seed=seed)
+    try:
+        return runner.record(output, num_episodes=num_episodes, progress=progress,
+                             **write_options)
+    finally:
+        runner.close()
