@@ -21,7 +21,8 @@ from rljax_offline.episode import Episode
 from rljax_offline.episode_builder import EpisodeBuilder
 
 
-def make_vector_env(env: Any, num_envs: int, env_config: dict | None = None) -> gym.vector.VectorEnv:
+def make_vector_env(env: Any, num_envs: int,
+                    env_config: dict | None = None) -> gym.vector.VectorEnv:
     """A synchronous vector env from an env id or a factory `env_config -> env`."""
     cfg = dict(env_config or {})
     if isinstance(env, str):
