@@ -51,8 +51,14 @@ def save_learning_curve(history: Sequence[dict], path: str, *, title: str = "BC 
     """
     plt, fig, (ax_loss, ax_ret) = _figure(2)
     it = [r["training_iteration"] for r in history]
-    loss = [r["learners"]["default_policy"]["policy_loss"] for r in history]
+    loss = [r["learners"]["default_policy"].get("policy_loss_mean",
+                                                 r["learners"]["default_policy"]["policy_loss"])
+            for r in history]
     ax_loss.plot(it, loss, color="tab:blue")
+    from matplotlib.ticker import MaxNLocator
+
+    for ax in (ax_loss, ax_ret):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax_loss.set_xlabel("training iteration")
     ax_loss.set_ylabel("policy loss (NLL)")
     ax_loss.set_yscale("log" if min(loss) > 0 else "linear")

@@ -269,6 +269,8 @@ def episodes_to_table(episodes: list[Episode], compress_columns: list[str] | Non
         flags = np.zeros(T, bool)
         cols = {
             "eps_id": np.array([ep.id_] * T, object),
+            "agent_id": np.array([ep.agent_id] * T, object),
+            "module_id": np.array([ep.module_id] * T, object),
             "obs": obs[:-1], "actions": np.asarray(ep.get_actions()),
             "rewards": np.asarray(ep.get_rewards(), np.float64), "new_obs": obs[1:],
             "terminateds": np.where(np.arange(T) == T - 1, ep.is_terminated, flags),
@@ -283,6 +285,9 @@ def episodes_to_table(episodes: list[Episode], compress_columns: list[str] | Non
         values = np.concatenate(chunks) if chunks else np.zeros(0)
         if k == "eps_id":
             arr, meta = pa.array(values.tolist(), pa.string()), None
+        elif k in ("agent_id", "module_id"):
+            arr = pa.array(values.tolist())  # all None: Arrow type null, as RLlib writes
+            meta = None
         else:
             arr, meta = _tensor_array(values, k in compress)
         arrays.append(arr)
