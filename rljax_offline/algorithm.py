@@ -54,6 +54,17 @@ def _env_spaces(config: BCConfig) -> tuple[gym.Space, gym.Space]:
         env.close()
 
 
+def _chunks(stream: Iterator, size: int) -> Iterator[list]:
+    chunk = []
+    for item in stream:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
 class BC:
     """Behavior cloning (see the module docstring). Build with `BCConfig(...).build()`."""
 
@@ -155,33 +166,31 @@ class BC:
         self.timers["data_load_s"] = time.perf_counter() - t0
 
     def _global_batches(self, stream: Iterator[Episode]) -> Iterator[dict]:
-        """Exactly `train_batch_size_per_learner` timesteps a batch from streamed episodes;
-        the connector state (e.g. a mean-std filter) keeps updating as data streams."""
+        """Exactly `train_batch_size_per_learner` timesteps a batch from streamed episodes,
+        epoch after epoch; the connector state (e.g. a mean-std filter) keeps updating as the
+        data streams, as in RLlib."""
+        from rljax_offline.data import iter_episodes
+
         B = self.config.train_batch_size_per_learner
         per_read = self.config.input_read_batch_size or 16
-        buf: dict[str, np.ndarray] | None = None
-        chunk: list[Episode] = []
+        buf: dict | None = None
+        epoch = 0
         while True:
-            for ep in stream:
-                chunk.append(ep)
-                if len(chunk) < per_read:
-                    continue
+            seen = 0
+            for chunk in _chunks(stream, per_read):
+                seen += len(chunk)
                 cols, cstate = self._columns(chunk, self.state.connector_state, fit=True)
                 self.state = self.state._replace(connector_state=cstate)
-                chunk = []
                 buf = cols if buf is None else jax.tree_util.tree_map(
                     lambda a, b: np.concatenate([a, b]), buf, cols)
                 while len(buf["actions"]) >= B:
                     yield jax.tree_util.tree_map(lambda x: x[:B], buf)
                     buf = jax.tree_util.tree_map(lambda x: x[B:], buf)
-            if chunk:
-                stream, chunk = iter(chunk), []
-                continue
-            # One pass over the data is done: start the next epoch.
-            from rljax_offline.data import iter_episodes
-
+            if not seen:
+                raise ValueError(f"no episodes found in {self.config.input_!r}")
+            epoch += 1
             stream = iter_episodes(self.config.input_, shuffle_buffer_size=max(
-                self.config.shuffle_buffer_size, 1), seed=self.config.seed + self.iteration + 1,
+                self.config.shuffle_buffer_size, 1), seed=self.config.seed + epoch,
                 **self._read_options())
 
     # ------------------------------------------------------------------ training

@@ -166,18 +166,21 @@ class EpisodeBuilder:
         new.start_time = new.last_step_time = self.last_step_time
         return new
 
-    def lookback_window(self, k: int) -> Episode:
+    def lookback_window(self, k: int, *, extra_model_outputs: bool = True) -> Episode:
         """The last `k` steps (as far as they exist) as the lookback of a length-0 `Episode`.
 
         What an env-to-module pipeline needs to act now: `EpisodeBatch.from_episodes` of these
         windows with `max_len=0, len_lookback_buffer=k` has the same shape at every step, so
         the jitted pipeline compiles once. Works on done episodes too (unlike `cut`).
+        `extra_model_outputs=False` leaves them out (fresh and older episodes then batch
+        together).
         """
         k = max(0, min(int(k), len(self._act)))
         return Episode(
             observations=self._obs[-k - 1:], actions=self._act[len(self._act) - k:],
             rewards=self._rew[len(self._rew) - k:], infos=self._infos[-k - 1:],
-            extra_model_outputs={key: v[len(v) - k:] for key, v in self._emo.items()},
+            extra_model_outputs={key: v[len(v) - k:] for key, v in self._emo.items()}
+            if extra_model_outputs else None,
             id_=self.id_, agent_id=self.agent_id, module_id=self.module_id, t_started=self.t,
             len_lookback_buffer=k, observation_space=self.observation_space,
             action_space=self.action_space)

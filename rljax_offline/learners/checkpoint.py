@@ -64,6 +64,14 @@ def load_state(path: str, target: Any) -> Any:
         raw = f.read()
     host_target = jax.tree_util.tree_map(np.asarray, jax.device_get(target))
     try:
-        return serialization.from_bytes(host_target, raw)
+        restored = serialization.from_bytes(host_target, raw)
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"checkpoint {path!r} does not match this model/config: {e}") from e
+    # flax restores leaves by name without checking shapes: check them here.
+    for (where, want), got in zip(jax.tree_util.tree_leaves_with_path(host_target),
+                                  jax.tree_util.tree_leaves(restored)):
+        if np.shape(want) != np.shape(got):
+            raise ValueError(f"checkpoint {path!r} does not match this model/config: "
+                             f"{jax.tree_util.keystr(where)} has shape {np.shape(got)} in the "
+                             f"checkpoint but {np.shape(want)} here")
+    return restored

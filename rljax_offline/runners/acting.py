@@ -61,7 +61,8 @@ class ConnectorPolicy:
         if self.lookback == 0:
             episodes = _latest_only_batch(builders, self.spaces)
         else:
-            windows = [b.lookback_window(self.lookback) for b in builders]
+            windows = [b.lookback_window(self.lookback, extra_model_outputs=False)
+                       for b in builders]
             episodes = EpisodeBatch.from_episodes(windows, max_len=0,
                                                   len_lookback_buffer=self.lookback)
         actions, extras = self._act(self.params, self.e2m_state, self.m2e_state, episodes,

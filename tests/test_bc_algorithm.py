@@ -1,0 +1,146 @@
+"""BC end to end: expert Parquet data -> BC -> evaluation; exact resume; streaming data;
+connector state trained and saved; 8 devices equal 1; continuous actions (Pendulum)."""
+
+import jax
+import numpy as np
+import pytest
+
+from rljax_offline import BCConfig
+from rljax_offline.algorithm import BC
+from rljax_offline.config import ConfigError
+from rljax_offline.connectors import frame_stack, mean_std_filter
+from rljax_offline.runners.env_runner import EnvRunner, record_expert
+
+
+@pytest.fixture(scope="module")
+def cartpole_data(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cartpole")
+    record_expert("CartPole-v1", str(path), num_episodes=60, progress=False,
+                  output_max_rows_per_file=20)
+    return str(path)
+
+
+def config(data, **training):
+    return (BCConfig().environment("CartPole-v1").offline_data(input_=data)
+            .training(**{"num_updates_per_iteration": 50, **training})
+            .learners(num_devices=1)
+            .evaluation(evaluation_interval=0, evaluation_duration=5))
+
+
+def test_bc_reaches_450_on_cartpole(cartpole_data):
+    algo = config(cartpole_data).evaluation(evaluation_interval=1).build()
+    best = 0.0
+    for _ in range(8):
+        result = algo.train()
+        best = max(best, result["evaluation"]["env_runners"]["episode_return_mean"])
+        if best >= 450:
+            break
+    assert best >= 450
+    learner = result["learners"]["default_policy"]
+    assert learner["num_module_steps_trained"] == 50 * 1024 and learner["policy_loss"] > 0
+    assert set(result["evaluation"]["env_runners"]) >= {"episode_return_mean",
+                                                        "episode_return_min",
+                                                        "episode_return_max",
+                                                        "episode_len_mean"}
+    actions = algo.compute_actions(np.zeros((3, 4), np.float32))
+    assert actions.shape == (3,)
+    algo.stop()
+
+
+def test_resume_is_exact(cartpole_data, tmp_path):
+    straight = config(cartpole_data).build()
+    r1 = [straight.train() for _ in range(3)]
+    first = config(cartpole_data).build()
+    first.train()
+    first.save(str(tmp_path / "ckpt"))
+    resumed = BC.from_checkpoint(str(tmp_path / "ckpt"), config(cartpole_data))
+    assert resumed.iteration == 1
+    r2 = [resumed.train() for _ in range(2)]
+    for a, b in zip(r1[1:], r2):
+        assert a["learners"]["default_policy"]["policy_loss"] == \
+            b["learners"]["default_policy"]["policy_loss"]
+    diffs = jax.tree_util.tree_map(lambda x, y: float(np.max(np.abs(np.asarray(x) -
+                                                                     np.asarray(y)))),
+                                   straight.state.params, resumed.state.params)
+    assert max(jax.tree_util.tree_leaves(diffs)) == 0.0
+
+
+def test_checkpoint_without_config_and_bad_checkpoint(cartpole_data, tmp_path):
+    algo = config(cartpole_data).build()
+    algo.train()
+    algo.save(str(tmp_path / "c"))
+    again = BC.from_checkpoint(str(tmp_path / "c"))
+    assert again.iteration == 1
+    with pytest.raises(FileNotFoundError, match="not a checkpoint"):
+        BC.from_checkpoint(str(tmp_path))
+    other = config(cartpole_data).rl_module(model_config={"fcnet_hiddens": [8]}).build()
+    with pytest.raises(ValueError, match="does not match"):
+        other.restore(str(tmp_path / "c"))
+
+
+def test_eight_devices_equal_one(cartpole_data):
+    params = []
+    for n in (1, 8):
+        algo = config(cartpole_data, num_updates_per_iteration=10).learners(
+            num_devices=n).build()
+        algo.train()
+        params.append(jax.device_get(algo.state.params))
+    diffs = jax.tree_util.tree_map(lambda x, y: float(np.max(np.abs(x - y))), *params)
+    assert max(jax.tree_util.tree_leaves(diffs)) < 1e-5
+
+
+def test_streaming_data_trains(cartpole_data):
+    algo = config(cartpole_data, num_updates_per_iteration=20).offline_data(
+        materialize_data=False, shuffle_buffer_size=16, input_read_batch_size=8).build()
+    losses = [algo.train()["learners"]["default_policy"]["policy_loss_mean"]
+              for _ in range(3)]
+    assert losses[-1] < losses[0]
+
+
+def test_mean_std_filter_and_frame_stack_train_save_and_act(cartpole_data, tmp_path):
+    cfg = (config(cartpole_data)
+           .training(learner_connector=lambda spaces: [frame_stack(2), mean_std_filter()])
+           .env_runners(episode_lookback_horizon=1)
+           .evaluation(evaluation_interval=1, evaluation_duration=3))
+    algo = cfg.build()
+    assert algo.policy.obs_spec.shape == (8,)
+    result = algo.train()
+    stats = jax.device_get(algo.state.connector_state[1])
+    assert float(stats.count) > 1000 and np.all(np.asarray(stats.m2) > 0)
+    assert result["evaluation"]["env_runners"]["num_episodes"] == 3
+    algo.save(str(tmp_path / "c"))
+    with pytest.raises(ValueError, match="custom connector pieces"):
+        BC.from_checkpoint(str(tmp_path / "c"))
+    back = BC.from_checkpoint(str(tmp_path / "c"), cfg)
+    np.testing.assert_array_equal(jax.device_get(back.state.connector_state[1].mean),
+                                  stats.mean)
+
+
+def test_config_is_immutable_and_validated():
+    base = BCConfig()
+    new = base.training(lr=3e-4)
+    assert base.lr == 1e-3 and new.lr == 3e-4
+    with pytest.raises(ConfigError, match="train_batch_size_per_learner"):
+        base.training(train_batch_size_per_learner=0)
+    with pytest.raises(ConfigError, match="on_bad_file"):
+        base.offline_data(on_bad_file="ignore")
+    with pytest.raises(ConfigError, match="model_config"):
+        base.rl_module(model_config={"bogus": 1})
+    with pytest.raises(ValueError, match="no offline data"):
+        base.build().train()
+
+
+@pytest.mark.slow
+def test_pendulum_bc_within_20_percent_of_expert(tmp_path):
+    from rljax_offline.experts import pendulum_expert
+
+    record_expert("Pendulum-v1", str(tmp_path), num_episodes=100, progress=False)
+    expert = EnvRunner("Pendulum-v1", pendulum_expert, num_envs=10, seed=123).evaluate(20)
+    algo = (BCConfig().environment("Pendulum-v1").offline_data(input_=str(tmp_path))
+            .training(num_updates_per_iteration=500, lr=1e-3)
+            .evaluation(evaluation_interval=0, evaluation_duration=20, evaluation_num_envs=10)
+            .build())
+    for _ in range(6):
+        algo.train()
+    bc = algo.evaluate(20)
+    assert bc["episode_return_mean"] >= 1.2 * expert["episode_return_mean"], (bc, expert)
