@@ -78,6 +78,9 @@ def pipeline(*pieces: Connector) -> Connector:
 
     def apply(state, episodes, batch, ctx=None):
         ctx = EMPTY_CONTEXT if ctx is None else ctx
+        if not isinstance(state, tuple) or len(state) != len(pieces):
+            raise ValueError(f"this pipeline needs a state for {len(pieces)} pieces (from its "
+                             f"init(spaces)), got {state!r:.80}")
         new_states = []
         for i, (p, s) in enumerate(zip(pieces, state)):
             if ctx.rng is not None:
