@@ -52,7 +52,8 @@ def random_episodes(n=5, seed=0, max_len=12, lookback=True, obs_space=OBS):
     return eps
 
 
-def run_jit(pipe, spaces, episodes, ctx=Context(), state=None):
+def run_jit(pipe, spaces, episodes, ctx=None, state=None):
+    ctx = Context() if ctx is None else ctx
     batch = EpisodeBatch.from_episodes(episodes)
     state = pipe.init(spaces) if state is None else state
     return jax.jit(pipe.apply)(state, batch, {}, ctx)

@@ -80,7 +80,7 @@ def make_update(policy: Policy, optimizer: optax.GradientTransformation,
         params = optax.apply_updates(state.params, updates)
         metrics = {"policy_loss": lax.pmean(loss, axis_name),
                    "entropy": lax.pmean(entropy, axis_name),
-                   "gradients_global_norm": optax.tree_utils.tree_l2_norm(grads),
+                   "gradients_global_norm": optax.tree.norm(grads),
                    "num_module_steps_trained": lax.psum(count, axis_name)}
         return state._replace(params=params, opt_state=opt_state, step=state.step + 1), metrics
 
