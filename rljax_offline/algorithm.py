@@ -227,11 +227,11 @@ class BC:
                 "num_env_steps_trained_lifetime": steps * self.iteration,
                 "learner_update_timer": update_s / n}},
             "num_devices": len(self.devices),
-            "time_this_iter_s": time.perf_counter() - t0,
         }
         interval = self.config.evaluation_interval
         if interval and self.iteration % interval == 0:
             result["evaluation"] = {"env_runners": self.evaluate()}
+        result["time_this_iter_s"] = time.perf_counter() - t0
         self.history.append(result)
         return result
 

@@ -618,7 +618,7 @@ class Episode:
                                    f"'data' and 'lookback', got {type(buf).__name__}")
             lookbacks[name] = int(buf.get("lookback", 0))
             data = buf["data"]
-            if isinstance(data, list) and spec is not None:
+            if isinstance(data, list) and isinstance(spec, (sp.TupleSpec, sp.DictSpec)):
                 return [_restructure(x, spec) for x in data]
             return _restructure(data, spec)
 

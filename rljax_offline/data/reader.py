@@ -1,8 +1,9 @@
 """Reading episodes from Parquet: episode rows or tabular rows, from files, folders, globs or
 URIs on any pyarrow filesystem; materialized or streamed with a shuffle buffer and prefetch.
 
-Many small files (RLlib's recorder writes one episode per file) are read by a thread pool:
-pyarrow releases the GIL while it reads and decompresses.
+Many small files on remote storage (RLlib's recorder writes one episode per file) are read by
+a thread pool that overlaps the waiting; local files are read in order, since decoding holds
+the GIL and threads only add contention there.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from rljax_offline.data.codec import decode_episode
@@ -106,7 +108,9 @@ def _read_files(files, reader, on_bad_file: str, skipped: SkipReport | None,
                 skipped.append((display_name(fs, path), str(e)))
             return []
 
-    workers = max_workers or min(16, (os.cpu_count() or 2) * 4)
+    # Decoding holds the GIL: threads pay off only while waiting on remote storage.
+    remote = bool(files) and not isinstance(files[0][0], pafs.LocalFileSystem)
+    workers = max_workers or (min(16, (os.cpu_count() or 2) * 4) if remote else 1)
     if len(files) == 1 or workers == 1:
         yield from map(guarded, files)
         return

@@ -40,10 +40,16 @@ class TrainState(NamedTuple):
 
 def init_state(policy: Policy, optimizer: optax.GradientTransformation, seed: int = 0,
                connector_state: Any = ()) -> TrainState:
-    init_key, rng = jax.random.split(jax.random.PRNGKey(seed))
-    params = policy.init(init_key)
-    return TrainState(params=params, opt_state=optimizer.init(params),
-                      step=jnp.zeros((), jnp.int32), rng=rng, connector_state=connector_state)
+    @jax.jit
+    def init(seed):
+        # One compiled call: initialising op by op compiles every small op separately.
+        init_key, rng = jax.random.split(jax.random.PRNGKey(seed))
+        params = policy.init(init_key)
+        return params, optimizer.init(params), rng
+
+    params, opt_state, rng = init(seed)
+    return TrainState(params=params, opt_state=opt_state, step=jnp.zeros((), jnp.int32),
+                      rng=rng, connector_state=connector_state)
 
 
 def make_optimizer(lr: float, grad_clip: float | None = None) -> optax.GradientTransformation:
