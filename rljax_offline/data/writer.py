@@ -44,9 +44,9 @@ def file_metadata(layout: str, episode: Episode | None) -> dict[bytes, bytes]:
 class EpisodeWriter:
     """Streams episodes into Parquet files under a folder (or a URI on any pyarrow filesystem).
 
-    Rows are buffered only up to `row_group_size` and written as a row group, so recording
-    for hours does not grow memory. A file is finished after `output_max_rows_per_file` rows
-    (None: one file) and only then appears under its final name.
+    Rows are buffered only up to `row_group_size` rows or `row_group_bytes` and written as a
+    row group, so recording for hours does not grow memory. A file is finished after
+    `output_max_rows_per_file` rows (None: one file) and only then appears under its final name.
 
     Example:
         >>> with EpisodeWriter("/tmp/cartpole", output_max_rows_per_file=100) as w:
@@ -58,6 +58,7 @@ class EpisodeWriter:
                  output_max_rows_per_file: int | None = None,
                  output_compress_columns: list[str] | None = None, compression: str = "zstd",
                  rllib_layout: bool = False, row_group_size: int = 64,
+                 row_group_bytes: int = 64 << 20,
                  filesystem: Any = None, filesystem_kwargs: dict | None = None,
                  file_prefix: str = "episodes"):
         if output_max_rows_per_file is not None and output_max_rows_per_file <= 0:
@@ -69,6 +70,8 @@ class EpisodeWriter:
         self._compression = compression
         self._rllib_layout = rllib_layout
         self._row_group_size = row_group_size
+        self._row_group_bytes = row_group_bytes
+        self._buffered_bytes = 0
         self._prefix = file_prefix
         self._buffer: list = []
         self._rows_in_file = 0
@@ -98,8 +101,10 @@ class EpisodeWriter:
         if self._pq_writer is None:
             self._open(table.schema, episode)
         self._buffer.append(table)
+        self._buffered_bytes += table.nbytes
         self._rows_in_file += 1
-        if len(self._buffer) >= self._row_group_size:
+        if (len(self._buffer) >= self._row_group_size
+                or self._buffered_bytes >= self._row_group_bytes):
             self._flush()
         if self._max_rows is not None and self._rows_in_file >= self._max_rows:
             self._finish_file()
@@ -125,6 +130,7 @@ class EpisodeWriter:
             table = pa.concat_tables(self._buffer).cast(self._pq_writer.schema)
             self._pq_writer.write_table(table)
             self._buffer = []
+            self._buffered_bytes = 0
 
     def _finish_file(self) -> None:
         if self._pq_writer is None:
