@@ -32,7 +32,7 @@ def run_training(config: BCConfig, *, iterations: int = 50, stop_return: float |
 
     Writes `out_dir/metrics.jsonl` and `out_dir/learning_curve.png`; returns a summary.
     """
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     os.makedirs(out_dir, exist_ok=True)
     ckpt = os.path.join(out_dir, "checkpoint")

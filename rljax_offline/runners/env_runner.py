@@ -153,7 +153,7 @@ def episode_stats(episodes: list[Episode]) -> dict:
 
 
 def _progress(total: int, desc: str, enabled: bool):
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, disable=not enabled, unit="ep", leave=False)
 
