@@ -102,6 +102,8 @@ def frame_stack(num_frames: int) -> Connector:
 
 
 def _stacked_spec(spec, k):
+    if spec is None:  # episodes recorded without a space: the shape speaks for itself
+        return None
     if not isinstance(spec, sp.BoxSpec):
         raise ValueError(f"frame_stack needs Box observations, got {spec}; flatten first")
     shape = (*spec.shape[:-1], spec.shape[-1] * k)
