@@ -30,6 +30,7 @@ import numpy as np
 
 from rljax_offline import spaces as sp
 from rljax_offline.episode import Episode, EpisodeError
+from rljax_offline.tree_util import FrozenPytree
 
 _ARRAY_FIELDS = ("observations", "actions", "rewards", "extra_model_outputs", "lengths",
                  "lookback_lengths", "t_started", "terminated", "truncated")
@@ -62,10 +63,11 @@ def bucket_length(n: int, bucket: str | None = "pow2", min_len: int = 8) -> int:
 
 
 @jax.tree_util.register_pytree_with_keys_class
-class EpisodeBatch:
+class EpisodeBatch(FrozenPytree):
     """Padded episodes for jitted code. Build with `EpisodeBatch.from_episodes`."""
 
     __slots__ = _ARRAY_FIELDS + _STATIC_FIELDS + ("meta",)
+    _array_fields, _static_fields, _host_fields = _ARRAY_FIELDS, _STATIC_FIELDS, ("meta",)
 
     def __init__(self, *, observations, actions, rewards, extra_model_outputs, lengths,
                  lookback_lengths, t_started, terminated, truncated, max_len: int,
@@ -78,27 +80,7 @@ class EpisodeBatch:
                       len_lookback_buffer=int(len_lookback_buffer),
                       observation_space_spec=sp.to_spec(observation_space_spec),
                       action_space_spec=sp.to_spec(action_space_spec), meta=meta)
-        for k, v in values.items():
-            object.__setattr__(self, k, v)
-
-    # ------------------------------------------------------------------ pytree
-
-    def tree_flatten_with_keys(self):
-        children = tuple((jax.tree_util.GetAttrKey(f), getattr(self, f)) for f in _ARRAY_FIELDS)
-        return children, tuple(getattr(self, f) for f in _STATIC_FIELDS)
-
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        b = object.__new__(cls)
-        for f, v in zip(_ARRAY_FIELDS, children):
-            object.__setattr__(b, f, v)
-        for f, v in zip(_STATIC_FIELDS, aux):
-            object.__setattr__(b, f, v)
-        object.__setattr__(b, "meta", None)
-        return b
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"EpisodeBatch is immutable: use replace({name}=...)")
+        self._init_fields(values)
 
     def replace(self, **changes) -> EpisodeBatch:
         """A new batch with fields changed (no re-validation; works on traced data)."""

@@ -29,7 +29,7 @@ import numpy as np
 
 from rljax_offline import lookback as lb
 from rljax_offline import spaces as sp
-from rljax_offline.tree_util import HostData, leading_dim, stack_items
+from rljax_offline.tree_util import FrozenPytree, HostData, leading_dim, stack_items
 
 _ARRAY_FIELDS = ("observations", "actions", "rewards", "extra_model_outputs")
 _STATIC_FIELDS = (
@@ -151,10 +151,11 @@ def _set_items(data: Any, n: int, lookback: int, new_data: Any, at_indices: Any,
 
 
 @jax.tree_util.register_pytree_with_keys_class
-class Episode:
+class Episode(FrozenPytree):
     """A finalized single-agent episode (chunk), immutable. See the module docstring."""
 
     __slots__ = _ARRAY_FIELDS + _STATIC_FIELDS
+    _array_fields, _static_fields = _ARRAY_FIELDS, _STATIC_FIELDS
 
     def __init__(
         self,
@@ -237,36 +238,15 @@ class Episode:
             action_space_spec=act_spec, _infos=HostData(tuple(infos)),
             _custom_data=HostData(dict(custom_data or {})), start_time=start_time,
             last_step_time=last_step_time)
-        for k, v in values.items():
-            object.__setattr__(self, k, v)
+        self._init_fields(values)
 
-    # ------------------------------------------------------------------ pytree, immutability
-
-    def tree_flatten_with_keys(self):
-        children = tuple((jax.tree_util.GetAttrKey(f), getattr(self, f)) for f in _ARRAY_FIELDS)
-        return children, tuple(getattr(self, f) for f in _STATIC_FIELDS)
-
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        ep = object.__new__(cls)
-        for f, v in zip(_ARRAY_FIELDS, children):
-            object.__setattr__(ep, f, v)
-        for f, v in zip(_STATIC_FIELDS, aux):
-            object.__setattr__(ep, f, v)
-        return ep
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"Episode is immutable: use replace({name}=...) or a set_*() method")
-
-    def __delattr__(self, name):
-        raise AttributeError("Episode is immutable")
+    # ------------------------------------------------------------------ pickling, repr
 
     def __getstate__(self):
         return {f: getattr(self, f) for f in self.__slots__}
 
     def __setstate__(self, state):
-        for k, v in state.items():
-            object.__setattr__(self, k, v)
+        self._init_fields(state)
 
     def __repr__(self) -> str:
         return (f"Episode(id_={self.id_!r}, len={len(self)}, lookback={self.len_lookback_buffer},"

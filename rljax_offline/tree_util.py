@@ -103,3 +103,39 @@ class HostData:
 
     def __repr__(self) -> str:
         return f"HostData({self.value!r})"
+
+
+class FrozenPytree:
+    """Base of our immutable pytrees: `_array_fields` are the children (jit data),
+    `_static_fields` the hashable aux data, and `_host_fields` ride along outside the pytree
+    (JAX transforms return them as None). Subclasses register with
+    `jax.tree_util.register_pytree_with_keys_class`."""
+
+    __slots__ = ()
+    _array_fields: tuple = ()
+    _static_fields: tuple = ()
+    _host_fields: tuple = ()
+
+    def _init_fields(self, values: dict) -> None:
+        for k, v in values.items():
+            object.__setattr__(self, k, v)
+
+    def tree_flatten_with_keys(self):
+        children = tuple((jax.tree_util.GetAttrKey(f), getattr(self, f))
+                         for f in self._array_fields)
+        return children, tuple(getattr(self, f) for f in self._static_fields)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        obj = object.__new__(cls)
+        obj._init_fields(dict(zip(cls._array_fields, children)))
+        obj._init_fields(dict(zip(cls._static_fields, aux)))
+        obj._init_fields(dict.fromkeys(cls._host_fields))
+        return obj
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__} is immutable: use replace({name}=...) "
+                             "for a changed copy")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"{type(self).__name__} is immutable")
