@@ -254,3 +254,70 @@ def test_defaults_can_be_left_out_and_pipelines_nest():
     with pytest.raises(TypeError, match="not a Connector"):
         pipeline(lambda x: x)
     assert isinstance(inner, Connector)
+
+
+def test_add_time_dim_and_states_reference():
+    rng = np.random.default_rng(9)
+    eps = []
+    for i, T in enumerate((7, 3, 10)):
+        L = i % 2
+        eps.append(Episode(observations=rng.normal(size=(T + L + 1, 3)).astype(np.float32),
+                           actions=rng.integers(0, 3, T + L),
+                           rewards=rng.normal(size=T + L).astype(np.float32),
+                           extra_model_outputs={"state_out": rng.normal(
+                               size=(T + L, 2)).astype(np.float32)},
+                           len_lookback_buffer=L, observation_space=OBS, action_space=ACT))
+    spaces = Spaces.of(OBS, ACT)
+    S = 4
+    pipe = default_learner(spaces, max_seq_len=S)
+    _, batch, _ = run_jit(pipe, spaces, eps)
+    T_pad = EpisodeBatch.from_episodes(eps).max_len
+    K = -(-T_pad // S)
+    assert batch["obs"].shape == (3 * K, S, 3) and batch["seq_lens"].shape == (3 * K,)
+    assert batch["state_in"].shape == (3 * K, 2)
+    for b, ep in enumerate(eps):
+        T = len(ep)
+        for k in range(K):
+            row = b * K + k
+            n = int(np.clip(T - k * S, 0, S))
+            assert int(batch["seq_lens"][row]) == n
+            np.testing.assert_array_equal(np.asarray(batch["loss_mask"][row]),
+                                          np.arange(S) < n)
+            if n:
+                np.testing.assert_allclose(batch["obs"][row][:n],
+                                           ep.get_observations(slice(k * S, k * S + n)))
+                np.testing.assert_allclose(batch["obs"][row][n:], 0)
+            want = ep.get_extra_model_outputs("state_out", k * S - 1,
+                                              neg_index_as_lookback=True, fill=0.0)
+            np.testing.assert_allclose(batch["state_in"][row], want)
+    e2m = default_env_to_module(spaces, max_seq_len=S)
+    _, b2, _ = run_jit(e2m, spaces, eps)
+    assert b2["obs"].shape == (3, 1, 3) and np.all(np.asarray(b2["seq_lens"]) == 1)
+    for b, ep in enumerate(eps):
+        np.testing.assert_allclose(b2["state_in"][b, 0], ep.get_extra_model_outputs(
+            "state_out", -1))
+
+
+def test_count_based_intrinsic_reward_matches_the_guide():
+    from collections import Counter
+
+    from rljax_offline.connectors import count_based_intrinsic_reward
+
+    rng = np.random.default_rng(10)
+    eps = [Episode(observations=rng.integers(0, 3, size=(T + 1, 2)).astype(np.float32),
+                   actions=np.zeros(T, int), rewards=np.ones(T, np.float32),
+                   observation_space=OBS.__class__(-10, 10, (2,), np.float32),
+                   action_space=ACT) for T in (6, 9, 4)]
+    spaces = Spaces.of(eps[0].observation_space, ACT)
+    pipe = default_learner(spaces, count_based_intrinsic_reward())
+    state = pipe.init(spaces)
+    counts = Counter()
+    for chunk in (eps[:2], eps[2:]):  # the counts carry over between batches in the state
+        _, batch, state = run_jit(pipe, spaces, chunk, state=state)
+        want = []
+        for ep in chunk:  # the guide's loop, on Python tuples
+            for obs, rew in zip(ep.get_observations(slice(None, -1)), ep.get_rewards()):
+                counts[tuple(obs)] += 1
+                want.append(rew + 1 / counts[tuple(obs)])
+        got = np.asarray(batch["rewards"])[np.asarray(batch["loss_mask"])]
+        np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -30,7 +30,13 @@ def add_observations(as_learner_connector: bool = False) -> Connector:
 
     def apply(episodes, batch, ctx):
         if as_learner_connector:
-            obs = jax.tree_util.tree_map(_flat, episodes.steps(episodes.observations))
+            mask = episodes.mask
+
+            def steps_only(x):  # the final observation has no step: zero it like padding
+                m = mask.reshape(*mask.shape, *([1] * (x.ndim - 2)))
+                return _flat(jnp.where(m, x, jnp.zeros((), x.dtype)))
+
+            obs = jax.tree_util.tree_map(steps_only, episodes.steps(episodes.observations))
         else:
             obs = _latest(episodes.observations, episodes)
         return episodes, {**batch, "obs": obs}

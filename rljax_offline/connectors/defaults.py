@@ -8,6 +8,7 @@ from rljax_offline.connectors.columns import add_columns, add_next_observations,
 from rljax_offline.connectors.core import Connector, Spaces, pipeline
 from rljax_offline.connectors.module_to_env import clip_actions, get_actions
 from rljax_offline.connectors.observations import flatten_observations, needs_flattening
+from rljax_offline.connectors.sequences import add_states, add_time_dim
 
 
 def _obs_defaults(spaces: Spaces, custom) -> list[Connector]:
@@ -17,22 +18,30 @@ def _obs_defaults(spaces: Spaces, custom) -> list[Connector]:
 
 
 def default_env_to_module(spaces: Spaces, *custom: Connector,
-                          add_default_connectors: bool = True) -> Connector:
-    """custom pieces -> flatten (if needed) -> `obs` of each episode's latest step."""
+                          add_default_connectors: bool = True,
+                          max_seq_len: int | None = None) -> Connector:
+    """custom pieces -> flatten (if needed) -> `obs` of each episode's latest step; for a
+    stateful module (`max_seq_len` set) also `state_in` and a time axis of 1."""
     if not add_default_connectors:
         return pipeline(*custom)
-    return pipeline(*custom, *_obs_defaults(spaces, custom), add_observations())
+    stateful = [] if max_seq_len is None else [
+        add_states(as_learner_connector=False),
+        add_time_dim(max_seq_len, as_learner_connector=False)]
+    return pipeline(*custom, *_obs_defaults(spaces, custom), add_observations(), *stateful)
 
 
-def default_learner(spaces: Spaces, *custom: Connector,
-                    add_default_connectors: bool = True) -> Connector:
+def default_learner(spaces: Spaces, *custom: Connector, add_default_connectors: bool = True,
+                    max_seq_len: int | None = None) -> Connector:
     """custom pieces -> flatten (if needed) -> `obs`, `actions`, `rewards`, flags, extra model
-    outputs, `loss_mask`, `new_obs`, flat `[B * T, ...]`."""
+    outputs, `loss_mask`, `new_obs`, flat `[B * T, ...]`; for a stateful module (`max_seq_len`
+    set) then `state_in` per sequence and the time axis, `[B * K, max_seq_len, ...]`."""
     if not add_default_connectors:
         return pipeline(*custom)
+    stateful = [] if max_seq_len is None else [add_states(max_seq_len),
+                                               add_time_dim(max_seq_len)]
     return pipeline(*custom, *_obs_defaults(spaces, custom),
                     add_observations(as_learner_connector=True), add_columns(),
-                    add_next_observations())
+                    add_next_observations(), *stateful)
 
 
 def default_module_to_env(spaces: Spaces, *custom: Connector,
