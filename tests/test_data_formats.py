@@ -234,3 +234,12 @@ def test_skip_bad_files_reports(tmp_path):
     skipped = SkipReport()
     eps = read_episodes(tmp_path, on_bad_file="skip", skipped=skipped)
     assert len(eps) == 2 and len(skipped) == 1 and "zz_bad.parquet" in str(skipped)
+
+
+def test_rllib_folder_layout(tmp_path):
+    files = write_episodes(make_episodes(3), tmp_path, output_max_rows_per_file=2,
+                           rllib_folders="CartPoleEnv", rllib_layout=True)
+    rel = [str(__import__("pathlib").Path(f).relative_to(tmp_path)) for f in files]
+    assert rel == ["cartpoleenv/run-000001-00001/episodes_000000-0.parquet",
+                   "cartpoleenv/run-000001-00002/episodes_000000-0.parquet"]
+    assert len(read_episodes(tmp_path)) == 3

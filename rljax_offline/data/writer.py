@@ -48,6 +48,9 @@ class EpisodeWriter:
     row group, so recording for hours does not grow memory. A file is finished after
     `output_max_rows_per_file` rows (None: one file) and only then appears under its final name.
 
+    `rllib_folders="CartPoleEnv"` lays the files out as RLlib does:
+    `<path>/cartpoleenv/run-000001-00001/...` (one run folder per written file).
+
     Example:
         >>> with EpisodeWriter("/tmp/cartpole", output_max_rows_per_file=100) as w:
         ...     for ep in episodes:
@@ -60,7 +63,8 @@ class EpisodeWriter:
                  rllib_layout: bool = False, row_group_size: int = 64,
                  row_group_bytes: int = 64 << 20,
                  filesystem: Any = None, filesystem_kwargs: dict | None = None,
-                 file_prefix: str = "episodes"):
+                 file_prefix: str = "episodes", rllib_folders: str | None = None,
+                 env_runner_index: int = 1):
         if output_max_rows_per_file is not None and output_max_rows_per_file <= 0:
             raise ValueError("output_max_rows_per_file must be a positive int or None")
         self._fs, self._root = _filesystem(os.fspath(path), filesystem, filesystem_kwargs)
@@ -73,6 +77,8 @@ class EpisodeWriter:
         self._row_group_bytes = row_group_bytes
         self._buffered_bytes = 0
         self._prefix = file_prefix
+        self._rllib_env = rllib_folders.lower() if rllib_folders else None
+        self._runner = env_runner_index
         self._buffer: list = []
         self._rows_in_file = 0
         self._file_index = 0
@@ -119,11 +125,18 @@ class EpisodeWriter:
         layout = "episodes" if self._episodes else "tabular"
         schema = schema.with_metadata({**(schema.metadata or {}),
                                        **file_metadata(layout, episode)})
-        name = f"{self._root}/{self._prefix}_{self._file_index:06d}.parquet"
+        name = self._file_name()
         self._ctx = atomic_output(self._fs, name)
         stream = self._ctx.__enter__()
         self._pq_writer = pq.ParquetWriter(stream, schema, compression=self._compression)
         self._current = name
+
+    def _file_name(self) -> str:
+        if self._rllib_env is None:
+            return f"{self._root}/{self._prefix}_{self._file_index:06d}.parquet"
+        # RLlib's layout: <output>/<env name>/run-<runner, 6 digits><-write count, zfill 6>/
+        run = f"run-{self._runner:06d}" + f"-{self._file_index + 1}".zfill(6)
+        return f"{self._root}/{self._rllib_env}/{run}/{self._prefix}_000000-0.parquet"
 
     def _flush(self) -> None:
         if self._buffer:
