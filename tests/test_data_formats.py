@@ -243,3 +243,26 @@ def test_rllib_folder_layout(tmp_path):
     assert rel == ["cartpoleenv/run-000001-00001/episodes_000000-0.parquet",
                    "cartpoleenv/run-000001-00002/episodes_000000-0.parquet"]
     assert len(read_episodes(tmp_path)) == 3
+
+
+def test_sample_exactly_train_batch_size_timesteps(tmp_path):
+    from rljax_offline.data import sample_timesteps
+
+    eps = make_episodes(9, seed=4)
+    write_episodes(eps, tmp_path)
+    batches = list(sample_timesteps(iter_episodes(tmp_path), 32, input_read_batch_size=2,
+                                    len_lookback_buffer=2))
+    total = sum(len(e) for e in eps)
+    assert len(batches) == total // 32
+    assert all(sum(len(c) for c in b) == 32 for b in batches)
+    # Chunks of one episode join back into it, in order, with lookback kept.
+    chunks = {}
+    for b in batches:
+        for c in b:
+            chunks.setdefault(c.id_, []).append(c)
+    first = eps[0]
+    joined = chunks[first.id_][0]
+    for c in chunks[first.id_][1:]:
+        assert c.len_lookback_buffer <= 2
+        joined = joined.concat_episode(c)
+    np.testing.assert_array_equal(joined.get_rewards(), first.get_rewards()[:len(joined)])

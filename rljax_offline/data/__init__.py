@@ -5,12 +5,26 @@ from rljax_offline.data.errors import OfflineDataError
 from rljax_offline.data.files import resolve_files
 from rljax_offline.data.inspect import convert_dataset, inspect_dataset
 from rljax_offline.data.reader import SkipReport, iter_episodes, read_episodes
+from rljax_offline.data.sampler import sample_timesteps
 from rljax_offline.data.tabular import episodes_to_table, pack_compressed, unpack_compressed
 from rljax_offline.data.writer import EpisodeWriter, write_episodes
 
 __all__ = [
-    "EpisodeWriter", "OfflineDataError", "SkipReport", "convert_dataset", "decode_episode",
-    "decode_state", "encode_episode", "encode_state", "episodes_to_table", "inspect_dataset",
-    "iter_episodes", "pack_compressed", "read_episodes", "resolve_files", "unpack_compressed",
+    "EpisodeWriter",
+    "OfflineDataError",
+    "SkipReport",
+    "convert_dataset",
+    "decode_episode",
+    "decode_state",
+    "encode_episode",
+    "encode_state",
+    "episodes_to_table",
+    "inspect_dataset",
+    "iter_episodes",
+    "pack_compressed",
+    "read_episodes",
+    "resolve_files",
+    "sample_timesteps",
+    "unpack_compressed",
     "write_episodes",
 ]
