@@ -88,9 +88,11 @@ def save_return_histogram(returns: dict[str, Sequence[float]], path: str,
     all_values = np.concatenate([np.asarray(v, float) for v in returns.values()])
     bins = np.linspace(all_values.min(), all_values.max() + 1e-6, 30)
     for name, values in returns.items():
-        ax.hist(values, bins=bins, alpha=0.55, label=f"{name} (n={len(values)})")
+        # Fractions, not counts: a 500-episode data set and a 20-episode evaluation compare.
+        weights = np.full(len(values), 1.0 / max(len(values), 1))
+        ax.hist(values, bins=bins, weights=weights, alpha=0.55, label=f"{name} (n={len(values)})")
     ax.set_xlabel("episode return")
-    ax.set_ylabel("episodes")
+    ax.set_ylabel("fraction of episodes")
     ax.set_title(title)
     ax.legend()
     return _save_atomic(plt, fig, path)
