@@ -91,9 +91,6 @@ class EpisodeBatch(FrozenPytree):
         kwargs.update(changes)
         return EpisodeBatch(**kwargs)
 
-    def with_meta(self, meta: EpisodeMeta | None) -> EpisodeBatch:
-        return self.replace(meta=meta)
-
     def __repr__(self) -> str:
         return (f"EpisodeBatch(batch_size={self.batch_size}, max_len={self.max_len}, "
                 f"len_lookback_buffer={self.len_lookback_buffer})")

@@ -57,11 +57,6 @@ def leading_dim(tree: Any, what: str) -> int:
     return next(iter(dims.values()))
 
 
-def to_numpy_tree(tree: Any) -> Any:
-    """Every leaf as a numpy array (Python scalars and lists included)."""
-    return jax.tree_util.tree_map(np.asarray, tree)
-
-
 def values_equal(a: Any, b: Any) -> bool:
     """Deep equality for nested dicts/lists/tuples/arrays (infos, custom data)."""
     if isinstance(a, dict) and isinstance(b, dict):

@@ -7,7 +7,7 @@ from rljax_offline.connectors.columns import (
                                               clip_rewards,
                                               prev_actions_rewards,
 )
-from rljax_offline.connectors.core import Connector, Context, Spaces, pipeline, run, stateless
+from rljax_offline.connectors.core import Connector, Context, Spaces, pipeline, stateless
 from rljax_offline.connectors.defaults import (
                                               default_env_to_module,
                                               default_learner,
@@ -51,6 +51,5 @@ __all__ = [
     "one_hot_observations",
     "pipeline",
     "prev_actions_rewards",
-    "run",
     "stateless",
 ]

@@ -95,9 +95,3 @@ def pipeline(*pieces: Connector) -> Connector:
         return spaces
 
     return Connector(init=init, apply=apply, out_spaces=out_spaces)
-
-
-def run(connector: Connector, state: Any, episodes, ctx: Context | None = None, batch=None):
-    """Convenience: applies a connector to episodes with an empty batch."""
-    return connector.apply(state, episodes, {} if batch is None else batch,
-                           EMPTY_CONTEXT if ctx is None else ctx)
