@@ -99,6 +99,7 @@ class BC:
             connector_state=self.learner_connector.init(self.spaces)))
         self.iteration = 0
         self.history: list[dict] = []
+        self._learner_apply = jax.jit(self.learner_connector.apply)
         self._data: dict | None = None
         self._stream: Iterator | None = None
         self._scan = None
@@ -117,7 +118,7 @@ class BC:
 
     def _columns(self, episodes: list[Episode], connector_state: Any, fit: bool):
         """Learner columns of `episodes` (padding rows dropped), and the connector state."""
-        apply = self._jitted_learner()
+        apply = self._learner_apply
         episodes = sorted(episodes, key=len)
         groups = [episodes[i:i + _EPISODES_PER_BATCH]
                   for i in range(0, len(episodes), _EPISODES_PER_BATCH)]
@@ -137,14 +138,18 @@ class BC:
                for k, v in cols.items()}
         return out, connector_state
 
-    def _jitted_learner(self):
-        if not hasattr(self, "_learner_apply"):
-            self._learner_apply = jax.jit(self.learner_connector.apply)
-        return self._learner_apply
+    def _episode_stream(self, epoch: int) -> Iterator[Episode]:
+        """One shuffled pass over the data (a new shuffle seed each epoch)."""
+        from rljax_offline.data import iter_episodes
+
+        return iter_episodes(self.config.input_,
+                             shuffle_buffer_size=max(self.config.shuffle_buffer_size, 1),
+                             seed=self.config.seed + epoch,
+                             prefetch=self.config.prefetch_batches, **self._read_options())
 
     def load_data(self) -> None:
         """Reads the data (RLlib does this in the first iteration); called by `train()`."""
-        from rljax_offline.data import iter_episodes, read_episodes
+        from rljax_offline.data import read_episodes
 
         if self.config.input_ is None:
             raise ValueError("no offline data: set config.offline_data(input_=...)")
@@ -159,25 +164,20 @@ class BC:
             self.num_timesteps = int(len(cols["actions"]))
             self.num_episodes = len(episodes)
         else:
-            stream = iter_episodes(self.config.input_, shuffle_buffer_size=max(
-                self.config.shuffle_buffer_size, 1), seed=self.config.seed,
-                prefetch=self.config.prefetch_batches, **self._read_options())
-            self._stream = self._global_batches(stream)
+            self._stream = self._global_batches()
         self.timers["data_load_s"] = time.perf_counter() - t0
 
-    def _global_batches(self, stream: Iterator[Episode]) -> Iterator[dict]:
+    def _global_batches(self) -> Iterator[dict]:
         """Exactly `train_batch_size_per_learner` timesteps a batch from streamed episodes,
         epoch after epoch; the connector state (e.g. a mean-std filter) keeps updating as the
         data streams, as in RLlib."""
-        from rljax_offline.data import iter_episodes
-
         B = self.config.train_batch_size_per_learner
         per_read = self.config.input_read_batch_size or 16
         buf: dict | None = None
         epoch = 0
         while True:
             seen = 0
-            for chunk in _chunks(stream, per_read):
+            for chunk in _chunks(self._episode_stream(epoch), per_read):
                 seen += len(chunk)
                 cols, cstate = self._columns(chunk, self.state.connector_state, fit=True)
                 self.state = self.state._replace(connector_state=cstate)
@@ -189,9 +189,6 @@ class BC:
             if not seen:
                 raise ValueError(f"no episodes found in {self.config.input_!r}")
             epoch += 1
-            stream = iter_episodes(self.config.input_, shuffle_buffer_size=max(
-                self.config.shuffle_buffer_size, 1), seed=self.config.seed + epoch,
-                **self._read_options())
 
     # ------------------------------------------------------------------ training
 
