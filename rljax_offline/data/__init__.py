@@ -1,6 +1,11 @@
 """Offline data on Parquet: RLlib's episode and tabular formats, safe decoding, streaming."""
 
 from rljax_offline.data.codec import decode_episode, decode_state, encode_episode, encode_state
+from rljax_offline.data.convert import (
+    episodes_to_tabular,
+    read_sample_batch_json,
+    tabular_to_episodes,
+)
 from rljax_offline.data.errors import OfflineDataError
 from rljax_offline.data.files import resolve_files
 from rljax_offline.data.inspect import convert_dataset, inspect_dataset
@@ -19,12 +24,15 @@ __all__ = [
     "encode_episode",
     "encode_state",
     "episodes_to_table",
+    "episodes_to_tabular",
     "inspect_dataset",
     "iter_episodes",
     "pack_compressed",
     "read_episodes",
+    "read_sample_batch_json",
     "resolve_files",
     "sample_timesteps",
+    "tabular_to_episodes",
     "unpack_compressed",
     "write_episodes",
 ]

@@ -1,5 +1,6 @@
 """RLlib's old-API-stack `SampleBatch` JSON lines: each line a batch, read as one finished
-episode (as RLlib does). Columns: `obs`, `actions`, `rewards`, `new_obs`, `dones` or
+episode (as RLlib does: terminated/truncated when any row of the batch
+says so). Columns: `obs`, `actions`, `rewards`, `new_obs`, `dones` or
 `terminateds`/`truncateds`, `eps_id`, plus anything else as extra model outputs."""
 
 from __future__ import annotations
@@ -47,8 +48,7 @@ def read_sample_batch_json(path: str) -> Iterator[Episode]:
                     rewards=np.asarray(batch["rewards"], np.float64),
                     extra_model_outputs={k: np.asarray(v) for k, v in batch.items()
                                          if k not in _SKIP},
-                    terminated=bool(term[-1]) if term.size else False,
-                    truncated=bool(trunc[-1]) if trunc.size else False,
+                    terminated=bool(term.any()), truncated=bool(trunc.any()),
                     id_=None if eps_id is None else str(eps_id))
             except EpisodeError as e:
                 raise OfflineDataError(f"batch is not an episode: {e}", file=path,
