@@ -644,6 +644,34 @@ def _space_or_none(top: Any, buf: Any, name: str):
     if d is None:
         return None
     try:
-        return sp.space_from_dict(d)
+        key = _frozen(d)
+    except TypeError:  # unhashable junk: let space_from_dict name the problem
+        key = None
+    try:
+        return _cached_spec(key) if key is not None else sp.space_from_dict(d)
     except sp.SpaceError as e:
         raise EpisodeError(f"episode state field {name!r}: {e}") from e
+
+
+def _frozen(x: Any) -> Any:
+    """A hashable copy of a space dict (every episode row of a data set repeats it)."""
+    if isinstance(x, dict):
+        return ("__dict__", tuple((k, _frozen(v)) for k, v in x.items()))
+    if isinstance(x, list):
+        return ("__list__", tuple(_frozen(v) for v in x))
+    hash(x)
+    return x
+
+
+def _thawed(x: Any) -> Any:
+    if isinstance(x, tuple) and len(x) == 2 and x[0] == "__dict__":
+        return {k: _thawed(v) for k, v in x[1]}
+    if isinstance(x, tuple) and len(x) == 2 and x[0] == "__list__":
+        return [_thawed(v) for v in x[1]]
+    return x
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_spec(key: Any) -> sp.SpaceSpec:
+    """Space dict -> spec, decoded once per distinct dict (decoding Box bounds costs ~0.1 ms)."""
+    return sp.to_spec(sp.space_from_dict(_thawed(key)))

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from typing import Any
 
 import msgpack
 import numpy as np
 
 from rljax_offline.data.errors import OfflineDataError
+from rljax_offline.data.msgpack_scan import decode_with_scan
 from rljax_offline.episode import Episode, EpisodeError
 
 #: Arrays above this many bytes are refused (a corrupt header must not allocate gigabytes).
@@ -95,23 +97,31 @@ def _array(obj: dict) -> Any:
     return np.frombuffer(obj[b"data"], dtype=dtype)[0]
 
 
+_ARRAY_HEADER = operator.itemgetter(b"type", b"kind", b"nd")
+_SCALAR_HEADER = operator.itemgetter(b"type", b"nd")
+_SHAPE = operator.itemgetter(b"shape")
+_DATA = operator.itemgetter(b"data")
+
+
 def _stacked(items: list) -> Any:
     """One array from a list of same-dtype, same-shape msgpack-numpy maps (RLlib's per-step
-    buffers), with one `frombuffer`; None when the items differ."""
-    first = items[0]
-    dtype, shape, nd = _check_map(first)
+    buffers), with one `frombuffer`; None when the items differ.
+
+    The per-item checks run as C-level `map`s over the list (no Python loop per step).
+    """
+    dtype, shape, nd = _check_map(items[0])
     try:
-        same = (all(type(d) is dict for d in items)
-                and len({d.get(b"type") for d in items}) == 1
-                and len({d.get(b"kind", b"") for d in items}) == 1
-                and len({d.get(b"nd") for d in items}) == 1
-                and (not nd or len({tuple(d.get(b"shape") or ()) for d in items}) == 1))
-    except TypeError:  # unhashable junk where a dtype/shape should be
-        raise _Refused("malformed array map in a per-step buffer") from None
+        if nd:
+            same = (len(set(map(_ARRAY_HEADER, items))) == 1
+                    and len(set(map(tuple, map(_SHAPE, items)))) == 1)
+        else:
+            same = len(set(map(_SCALAR_HEADER, items))) == 1
+    except (KeyError, TypeError):  # not all maps, or unhashable junk in a header
+        return None
     if not same:
         return None
     try:
-        joined = b"".join([d[b"data"] for d in items])
+        joined = b"".join(map(_DATA, items))
     except (KeyError, TypeError):
         raise _Refused("array payload 'data' must be bytes") from None
     per = math.prod(shape) * dtype.itemsize
@@ -122,6 +132,7 @@ def _stacked(items: list) -> Any:
 
 
 _PLAIN = (int, float, str, bool, type(None), bytes)
+_PLAIN_SET = frozenset(_PLAIN)
 
 
 def _decode_tree(x: Any, stack_lists: bool) -> Any:
@@ -150,7 +161,7 @@ def _decode_tree(x: Any, stack_lists: bool) -> Any:
                 arr = _stacked(x)
                 if arr is not None:
                     return arr
-        elif type(head) in _PLAIN and all(type(v) in _PLAIN for v in x):
+        elif type(head) in _PLAIN and _PLAIN_SET.issuperset(map(type, x)):
             return x
         return [_decode_tree(v, stack_lists) for v in x]
     return x
@@ -172,8 +183,10 @@ def decode_state(blob: bytes, *, file: str | None = None, row: int | None = None
         raise OfflineDataError(f"episode payload must be bytes, got {type(blob).__name__}",
                                file=file, row=row)
     try:
-        state = _decode_tree(msgpack.unpackb(blob, raw=False, strict_map_key=False),
-                             stack_lists)
+        state = decode_with_scan(blob, _check_map, _decode_tree) if stack_lists else None
+        if state is None:
+            state = _decode_tree(msgpack.unpackb(blob, raw=False, strict_map_key=False),
+                                 stack_lists)
     except _Refused as e:
         raise OfflineDataError(f"unsafe or malformed episode payload: {e}", file=file,
                                row=row) from None

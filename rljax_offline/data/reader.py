@@ -57,8 +57,8 @@ def _episodes_of_file(fs: Any, path: str, *, input_read_schema: dict | None = No
                                file=name, column=column)
     out, row = [], 0
     try:
-        for batch in pf.iter_batches(columns=[column]):
-            for blob in batch.column(0).to_pylist():
+        for group in range(pf.num_row_groups):  # one row group in memory at a time
+            for blob in pf.read_row_group(group, columns=[column]).column(0).to_pylist():
                 if blob is None:
                     raise OfflineDataError("episode row is null", file=name, row=row,
                                            column=column)
