@@ -27,6 +27,7 @@ _EXT_CODE = 117
 _BUFFER_KEYS = (b"\xacobservations", b"\xa7actions", b"\xa7rewards")
 _EMO_KEY = b"\xb3extra_model_outputs"
 _DATA_KEY = b"\xa4data"
+_NOT_FINALIZED = b"\xa9finalized\xc2"
 #: msgpack values of one byte (fixints, empty map/array/str, nil, bools).
 _ONE_BYTE = np.zeros(256, bool)
 _ONE_BYTE[list(range(0x00, 0x80)) + [0x80, 0x90, 0xa0, 0xc0, 0xc2, 0xc3]
@@ -120,8 +121,11 @@ def _per_step_list(b: bytes, i: int, check_map) -> tuple[np.ndarray, int] | None
 def decode_with_scan(blob: bytes, check_map, decode_tree) -> dict | None:
     """Decodes one episode row with its per-step lists vectorised; None when it does not fit
     the pattern (the caller then decodes it the general way)."""
+    blob = bytes(blob)
+    if _NOT_FINALIZED not in blob:  # finalized rows hold one array a buffer: nothing to scan
+        return None
     try:
-        return _decode(bytes(blob), check_map, decode_tree)
+        return _decode(blob, check_map, decode_tree)
     except (_NoFit, ValueError, IndexError, struct.error):
         return None  # malformed or unusual: the general decoder names the problem
 
