@@ -61,7 +61,7 @@ def test_gaussian_helpers_and_state_dependent_log_std():
 
 
 def test_clip_to_bounds():
-    box = gym.spaces.Box(np.array([-1.0, 0.0]), np.array([1.0, 5.0]))
+    box = gym.spaces.Box(np.array([-1.0, 0.0], np.float32), np.array([1.0, 5.0], np.float32))
     np.testing.assert_array_equal(clip_to_bounds(box, jnp.array([[-3.0, 2.0], [0.5, 9.0]])),
                                   [[-1.0, 2.0], [0.5, 5.0]])
     np.testing.assert_array_equal(clip_to_bounds(gym.spaces.Discrete(3), jnp.array([7])), [7])
