@@ -37,6 +37,7 @@ from rljax_offline.learners.bc import (
     init_state,
     make_optimizer,
     make_update,
+    prefetch_to_device,
     select_devices,
 )
 from rljax_offline.models.policy import make_policy
@@ -102,6 +103,7 @@ class BC:
         self._learner_apply = jax.jit(self.learner_connector.apply)
         self._data: dict | None = None
         self._stream: Iterator | None = None
+        self._stream_cstate: Any = None
         self._scan = None
         self._actor = None
         self._runner = None
@@ -164,7 +166,8 @@ class BC:
             self.num_timesteps = int(len(cols["actions"]))
             self.num_episodes = len(episodes)
         else:
-            self._stream = self._global_batches()
+            self._stream = prefetch_to_device(self._global_batches(), self.dp.sharded,
+                                              max(self.config.prefetch_batches, 1))
         self.timers["data_load_s"] = time.perf_counter() - t0
 
     def _global_batches(self) -> Iterator[dict]:
@@ -179,8 +182,9 @@ class BC:
             seen = 0
             for chunk in _chunks(self._episode_stream(epoch), per_read):
                 seen += len(chunk)
-                cols, cstate = self._columns(chunk, self.state.connector_state, fit=True)
-                self.state = self.state._replace(connector_state=cstate)
+                if self._stream_cstate is None:
+                    self._stream_cstate = self.state.connector_state
+                cols, self._stream_cstate = self._columns(chunk, self._stream_cstate, fit=True)
                 buf = cols if buf is None else jax.tree_util.tree_map(
                     lambda a, b: np.concatenate([a, b]), buf, cols)
                 while len(buf["actions"]) >= B:
@@ -204,13 +208,11 @@ class BC:
                 self._scan = self.dp.scan_on_device(n)
             self.state, metrics = self._scan(self.state, self._data)
         else:
-            metrics_list = []
-            for _ in range(n):
-                batch = self.dp.put_sharded(next(self._stream))
-                self.state, m = self.dp.step(self.state, batch)
-                metrics_list.append(m)
-            metrics = jax.tree_util.tree_map(lambda *xs: xs[-1], *metrics_list)
-            metrics["policy_loss_mean"] = float(np.mean([m["policy_loss"] for m in metrics_list]))
+            self.state, metrics = self.dp.stream_updates(self.state, self._stream, n)
+            # The connector state fitted on the streamed data so far (batches run ahead of the
+            # updates by the prefetch depth).
+            self.state = self.state._replace(
+                connector_state=self.dp.put_replicated(self._stream_cstate))
         metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
         update_s = time.perf_counter() - t_upd
         self.iteration += 1
@@ -295,6 +297,7 @@ class BC:
         """Loads a checkpoint of this algorithm; training continues exactly where it was."""
         meta = ckpt.load_meta(path)
         self.state = self.dp.put_replicated(ckpt.load_state(path, self.state))
+        self._stream_cstate = None
         self.iteration = int(meta["iteration"])
         self.history = list(meta.get("history", []))
 

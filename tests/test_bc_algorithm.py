@@ -97,6 +97,19 @@ def test_streaming_data_trains(cartpole_data):
     assert losses[-1] < losses[0]
 
 
+def test_streaming_on_eight_devices_fits_the_connector_state(cartpole_data):
+    algo = (config(cartpole_data, num_updates_per_iteration=5,
+                   learner_connector=lambda spaces: [mean_std_filter()])
+            .offline_data(materialize_data=False, shuffle_buffer_size=4, input_read_batch_size=4)
+            .learners(num_devices=8).build())
+    counts = []
+    for _ in range(2):
+        result = algo.train()
+        counts.append(float(jax.device_get(algo.state.connector_state[0].count)))
+    assert result["learners"]["default_policy"]["num_module_steps_trained"] == 5 * 1024
+    assert 5 * 1024 <= counts[0] < counts[1]
+
+
 def test_mean_std_filter_and_frame_stack_train_save_and_act(cartpole_data, tmp_path):
     cfg = (config(cartpole_data)
            .training(learner_connector=lambda spaces: [frame_stack(2), mean_std_filter()])

@@ -9,12 +9,20 @@ function under `jax.pmap` gives the same params, and one device is the n=1 case.
 
 Small data sets live on the device: an iteration is one jitted `lax.scan` of updates, each
 drawing its global minibatch with the same key on every device and taking its own slice, so N
-devices compute exactly the 1-device update (up to float summation order).
+devices compute exactly the 1-device update (up to float summation order). Data bigger than the
+device budget streams instead: host batches go through `prefetch_to_device` (a few batches in
+flight, copied while the previous update runs) into `DataParallel.stream_updates`.
+
+Metrics use RLlib's learner names: `policy_loss`, `entropy`,
+`gradients_default_optimizer_global_norm`, `num_module_steps_trained`; plus `policy_loss_mean`
+(the mean over the updates of one call).
 """
 
 from __future__ import annotations
 
+import collections
 import functools
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 import jax
@@ -86,7 +94,7 @@ def make_update(policy: Policy, optimizer: optax.GradientTransformation,
         params = optax.apply_updates(state.params, updates)
         metrics = {"policy_loss": lax.pmean(loss, axis_name),
                    "entropy": lax.pmean(entropy, axis_name),
-                   "gradients_global_norm": optax.tree.norm(grads),
+                   "gradients_default_optimizer_global_norm": optax.tree.norm(grads),
                    "num_module_steps_trained": lax.psum(count, axis_name)}
         return state._replace(params=params, opt_state=opt_state, step=state.step + 1), metrics
 
@@ -132,11 +140,34 @@ class DataParallel:
     def put_sharded(self, tree):
         return jax.device_put(tree, self.sharded)
 
+    def check_batch(self, batch: dict) -> None:
+        """A clear error when a host batch is not one global batch."""
+        n = len(jax.tree_util.tree_leaves(batch)[0])
+        if n != self.batch_size:
+            raise ValueError(f"a streamed batch has {n} rows; each update takes exactly "
+                             f"train_batch_size_per_learner={self.batch_size} rows")
+
     @functools.cached_property
     def step(self):
         """One update on a host batch `[global_batch, ...]` sharded over the devices."""
         return jax.jit(self.shard_map(self.update, (P(), P(AXIS)), (P(), P())),
                        donate_argnums=0)
+
+    def stream_updates(self, state: TrainState, batches: Iterator[dict], num_updates: int
+                       ) -> tuple[TrainState, dict]:
+        """`num_updates` updates on batches from `batches` (device batches from
+        `prefetch_to_device(..., self.sharded)`, or host batches, sharded here)."""
+        if num_updates < 1:
+            raise ValueError(f"num_updates must be >= 1, got {num_updates}")
+        losses, metrics = [], None
+        for _ in range(num_updates):
+            batch = next(batches)
+            if not isinstance(jax.tree_util.tree_leaves(batch)[0], jax.Array):
+                self.check_batch(batch)
+                batch = self.put_sharded(batch)
+            state, metrics = self.step(state, batch)
+            losses.append(metrics["policy_loss"])
+        return state, {**metrics, "policy_loss_mean": jnp.mean(jnp.stack(losses))}
 
     def scan_on_device(self, num_updates: int):
         """`(state, data) -> (state, metrics)`: `num_updates` updates on minibatches sampled
@@ -160,3 +191,21 @@ class DataParallel:
 
         return jax.jit(self.shard_map(per_device, (P(), P()), (P(), P())),
                        donate_argnums=0)
+
+
+def prefetch_to_device(batches: Iterable[dict], sharding, size: int = 2) -> Iterator:
+    """Yields `batches` already placed with `sharding`, keeping `size` of them in flight.
+
+    `jax.device_put` returns at once and copies in the background, and the update that uses
+    the previous batch runs asynchronously too, so host batching, copy and compute overlap.
+    """
+    if size < 1:
+        raise ValueError(f"prefetch size must be >= 1, got {size}")
+    queue: collections.deque = collections.deque()
+    it = iter(batches)
+    for batch in it:
+        queue.append(jax.device_put(batch, sharding))
+        if len(queue) > size:
+            yield queue.popleft()
+    while queue:
+        yield queue.popleft()

@@ -1,5 +1,15 @@
 """The policy network: RLlib's default MLP encoder (`fcnet_hiddens`, `fcnet_activation`) and a
-head that outputs `action_dist_inputs` for the action space's distribution."""
+head that outputs `action_dist_inputs` for the action space's distribution.
+
+Observations: Box observations are flattened; Discrete observations are one-hot encoded and
+MultiDiscrete ones one-hot per component (as RLlib's default models do), MultiBinary ones used
+as floats. Nested (Tuple/Dict) observations go through the flatten connector first.
+
+Actions: logits of a categorical for Discrete actions; for Box actions a diagonal Gaussian whose
+`action_dist_inputs` are `concat([mean, log_std])`, both outputs of the network, so the
+log-std is state-dependent (RLlib's default, `free_log_std=False`). `clip_to_bounds` clips Box
+actions into the space (what module-to-env's `clip_actions` does for the env).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +19,7 @@ from typing import Any, NamedTuple
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from rljax_offline import spaces as sp
 from rljax_offline.models.distributions import Distribution, for_space
@@ -17,14 +28,26 @@ ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh, "swish": nn.swish, "silu": nn.s
                "elu": nn.elu, "linear": lambda x: x, None: lambda x: x}
 
 
+def encode_observations(obs_spec: sp.SpaceSpec, obs: jax.Array) -> jax.Array:
+    """`[N, ...]` observations of `obs_spec` as float32 `[N, flat_dim]` network inputs."""
+    if isinstance(obs_spec, sp.DiscreteSpec):
+        return jax.nn.one_hot(obs.reshape(obs.shape[0]) - obs_spec.start, obs_spec.n)
+    if isinstance(obs_spec, sp.MultiDiscreteSpec):
+        flat = obs.reshape(obs.shape[0], -1)
+        start = np.asarray(obs_spec.start or 0).reshape(-1) * np.ones(flat.shape[1], int)
+        nvec = np.asarray(obs_spec.nvec).reshape(-1)
+        return jnp.concatenate([jax.nn.one_hot(flat[:, i] - start[i], int(n))
+                                for i, n in enumerate(nvec)], axis=-1)
+    return obs.reshape(obs.shape[0], -1).astype(jnp.float32)
+
+
 class MLP(nn.Module):
     hiddens: Sequence[int]
     activation: str
     out_dim: int
 
     @nn.compact
-    def __call__(self, obs: jax.Array) -> jax.Array:
-        x = obs.reshape(obs.shape[0], -1).astype(jnp.float32)
+    def __call__(self, x: jax.Array) -> jax.Array:
         act = ACTIVATIONS[self.activation]
         for h in self.hiddens:
             x = act(nn.Dense(h)(x))
@@ -42,6 +65,12 @@ class Policy(NamedTuple):
     obs_spec: Any
     act_spec: Any
 
+    def logp(self, params, obs, actions):
+        return self.dist.logp(self.apply(params, obs), actions)
+
+    def entropy(self, params, obs):
+        return self.dist.entropy(self.apply(params, obs))
+
     def greedy_action(self, params, obs):
         return self.dist.greedy(self.apply(params, obs))
 
@@ -49,18 +78,33 @@ class Policy(NamedTuple):
         return self.dist.sample(self.apply(params, obs), rng)
 
 
+def clip_to_bounds(act_spec: Any, actions: jax.Array) -> jax.Array:
+    """Box actions `[N, ...]` clipped into the space's bounds; other spaces unchanged."""
+    act_spec = sp.to_spec(act_spec)
+    if not isinstance(act_spec, sp.BoxSpec):
+        return actions
+    low = np.asarray(act_spec.low, np.float32).reshape(act_spec.shape)
+    high = np.asarray(act_spec.high, np.float32).reshape(act_spec.shape)
+    return jnp.clip(actions.reshape(actions.shape[0], *act_spec.shape), low, high)
+
+
 def make_policy(obs_spec: Any, act_spec: Any, fcnet_hiddens: Sequence[int] = (256, 256),
                 fcnet_activation: str = "relu") -> Policy:
-    """A policy for flat observations of `obs_spec` (connectors flatten/one-hot before it)."""
+    """A policy for observations of `obs_spec` (Box, Discrete, MultiDiscrete, MultiBinary;
+    nested spaces need the flatten connector in front) and actions of `act_spec`."""
     obs_spec, act_spec = sp.to_spec(obs_spec), sp.to_spec(act_spec)
     if fcnet_activation not in ACTIVATIONS:
         raise ValueError(f"fcnet_activation must be one of {sorted(map(str, ACTIVATIONS))}, "
                          f"got {fcnet_activation!r}")
-    if not isinstance(obs_spec, sp.BoxSpec):
-        raise ValueError(f"the policy takes Box observations, got {obs_spec}; add the one-hot "
-                         "or flatten connector in front of it")
+    if isinstance(obs_spec, (sp.TupleSpec, sp.DictSpec)):
+        raise ValueError(f"the policy takes flat observations, got {obs_spec}; add the "
+                         "flatten connector in front of it")
     dist = for_space(act_spec)
     net = MLP(tuple(int(h) for h in fcnet_hiddens), fcnet_activation, dist.dist_dim)
-    dummy = jnp.zeros((1, *obs_spec.shape), jnp.float32)
-    return Policy(init=lambda rng: net.init(rng, dummy), apply=net.apply, dist=dist,
+    dummy = jnp.zeros((1, sp.flat_dim(obs_spec)), jnp.float32)
+
+    def apply(params, obs):
+        return net.apply(params, encode_observations(obs_spec, jnp.asarray(obs)))
+
+    return Policy(init=lambda rng: net.init(rng, dummy), apply=apply, dist=dist,
                   obs_spec=obs_spec, act_spec=act_spec)

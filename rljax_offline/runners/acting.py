@@ -3,13 +3,14 @@ function, driven by `EnvRunner` through `ConnectorPolicy.act(builders, seed)`.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
 import numpy as np
 
 from rljax_offline.batch import EpisodeBatch
-from rljax_offline.connectors.core import Connector, Context
+from rljax_offline.connectors.core import Connector, Context, Spaces
 from rljax_offline.episode_builder import EpisodeBuilder
 
 
@@ -58,13 +59,57 @@ class ConnectorPolicy:
         self._act = jax.jit(act)
 
     def act(self, builders: list[EpisodeBuilder], seed: int):
-        if self.lookback == 0:
-            episodes = _latest_only_batch(builders, self.spaces)
-        else:
-            windows = [b.lookback_window(self.lookback, extra_model_outputs=False)
-                       for b in builders]
-            episodes = EpisodeBatch.from_episodes(windows, max_len=0,
-                                                  len_lookback_buffer=self.lookback)
+        episodes = _episodes_so_far(builders, self.spaces, self.lookback)
         actions, extras = self._act(self.params, self.e2m_state, self.m2e_state, episodes,
                                     jax.random.PRNGKey(seed))
         return np.asarray(actions), {k: np.asarray(v) for k, v in extras.items()}
+
+
+class PipelinePolicy:
+    """Any callable module between optional connector pipelines, for `EnvRunner`.
+
+    `env_to_module` (None: the latest raw observations) makes `obs` from the episodes so far;
+    `module(obs)` runs eagerly (numpy or jax); with `module_to_env` its output is taken as
+    `action_dist_inputs` and the pipeline's `actions_for_env` go to the env, otherwise the
+    output are the actions. The pipelines are jitted; their states are fixed (`frozen`).
+    """
+
+    def __init__(self, module: Callable, spaces: Spaces, env_to_module: Connector | None = None,
+                 module_to_env: Connector | None = None, *, env_to_module_state: Any = None,
+                 lookback: int = 0, explore: bool = False):
+        self.module, self.spaces, self.lookback = module, spaces, int(lookback)
+        self.e2m, self.m2e, self.explore = env_to_module, module_to_env, explore
+        if env_to_module is not None:
+            self.e2m_state = (env_to_module.init(spaces) if env_to_module_state is None
+                              else env_to_module_state)
+            self._e2m = jax.jit(env_to_module.apply)
+            module_spaces = env_to_module.out_spaces(spaces)
+        else:
+            module_spaces = spaces
+        if module_to_env is not None:
+            self.m2e_state = module_to_env.init(module_spaces)
+            self._m2e = jax.jit(module_to_env.apply)
+
+    def act(self, builders: list[EpisodeBuilder], seed: int):
+        episodes = _episodes_so_far(builders, self.spaces, self.lookback)
+        ctx = Context(rng=jax.random.PRNGKey(seed), explore=self.explore, frozen=True)
+        if self.e2m is None:
+            obs = jax.tree_util.tree_map(lambda x: x[:, -1], episodes.observations)
+        else:
+            episodes, batch, _ = self._e2m(self.e2m_state, episodes, {}, ctx)
+            obs = batch["obs"]
+        out = self.module(obs)
+        if self.m2e is None:
+            return out
+        _, batch, _ = self._m2e(self.m2e_state, episodes, {"action_dist_inputs": out}, ctx)
+        extras = {k: np.asarray(batch[k]) for k in ("action_logp", "action_dist_inputs")
+                  if k in batch}
+        return np.asarray(batch.get("actions_for_env", batch["actions"])), extras
+
+
+def _episodes_so_far(builders: list[EpisodeBuilder], spaces, lookback: int) -> EpisodeBatch:
+    """The running episodes as an `EpisodeBatch` holding the last `lookback` steps."""
+    if lookback == 0:
+        return _latest_only_batch(builders, spaces)
+    windows = [b.lookback_window(lookback, extra_model_outputs=False) for b in builders]
+    return EpisodeBatch.from_episodes(windows, max_len=0, len_lookback_buffer=lookback)

@@ -1,9 +1,13 @@
 """`EnvRunner`: steps gymnasium vector envs with a policy and produces `Episode`s.
 
 The policy is either any callable `obs_batch -> actions` (or `-> (actions, extra_outputs)`,
-e.g. a scripted expert) or an object with `act(builders, rng) -> (actions, extras)` that sees
-the episodes so far (what `PolicyRunner` in `rljax_offline.runners.acting` does to drive
-env-to-module -> module -> module-to-env connector pipelines).
+e.g. a scripted expert) or an object with `act(builders, seed) -> (actions, extras)` that sees
+the episodes so far (`ConnectorPolicy` in `rljax_offline.runners.acting` runs env-to-module ->
+module -> module-to-env as one jitted function). Passing `env_to_module=` / `module_to_env=`
+pipelines wraps a plain callable module between them (`PipelinePolicy`).
+
+Vector envs use gymnasium's NEXT_STEP autoreset: the step after an episode ends only resets
+that sub-env; the runner drops that step's action and starts a new episode from its obs.
 
 Episodes are built with `EpisodeBuilder` and handed out as they finish, so `record` streams
 them to Parquet without holding the whole recording in memory.
@@ -42,16 +46,29 @@ class EnvRunner:
       policy: see the module docstring.
       num_envs: vectorised env copies stepped together (one policy call per step).
       seed: seeds the envs' resets (episode k of env i is reproducible) and the policy RNG.
+      env_to_module, module_to_env: optional connector pipelines around a plain `policy`
+        (see `PipelinePolicy`); `env_to_module_state` their fitted state (else fresh),
+        `lookback` the past steps env-to-module reads, `explore` sample instead of greedy.
     """
 
     def __init__(self, env: Any, policy: Callable | Any, *, num_envs: int = 1, seed: int = 0,
-                 env_config: dict | None = None):
+                 env_config: dict | None = None, env_to_module: Any = None,
+                 module_to_env: Any = None, env_to_module_state: Any = None,
+                 lookback: int = 0, explore: bool = False):
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.env_id, self.policy, self.num_envs, self.seed = env, policy, num_envs, seed
         self.venv = make_vector_env(env, num_envs, env_config)
         self.observation_space = self.venv.single_observation_space
         self.action_space = self.venv.single_action_space
+        if env_to_module is not None or module_to_env is not None:
+            from rljax_offline.connectors import Spaces
+            from rljax_offline.runners.acting import PipelinePolicy
+
+            self.policy = PipelinePolicy(
+                policy, Spaces.of(self.observation_space, self.action_space), env_to_module,
+                module_to_env, env_to_module_state=env_to_module_state, lookback=lookback,
+                explore=explore)
         self._rng = np.random.default_rng(seed)
         self._resets = 0
 
@@ -124,18 +141,20 @@ class EnvRunner:
         """RLlib's env-runner metrics over `num_episodes` finished episodes."""
         return episode_stats(self.sample(num_episodes=num_episodes))
 
-    def record(self, path: str, *, num_episodes: int, progress: bool = False,
+    def record(self, path: str, *, num_episodes: int | None = None,
+               num_timesteps: int | None = None, progress: bool = False,
                **write_options) -> list[str]:
-        """Streams `num_episodes` finished episodes to Parquet under `path` (see
-        `rljax_offline.data.EpisodeWriter` for `output_write_episodes`,
-        `output_max_rows_per_file`, ...); returns the files written."""
+        """Streams `num_episodes` finished episodes (or episodes and chunks covering
+        `num_timesteps` steps) to Parquet under `path` (see `rljax_offline.data.EpisodeWriter`
+        for `output_write_episodes`, `output_max_rows_per_file`, ...); returns the files."""
         from rljax_offline.data import EpisodeWriter
 
-        bar = _progress(num_episodes, "recording episodes", progress)
+        total, unit = (num_episodes, "ep") if num_timesteps is None else (num_timesteps, "step")
+        bar = _progress(total, "recording", progress, unit)
         with EpisodeWriter(path, **write_options) as writer:
-            for ep in self.episodes(num_episodes=num_episodes):
+            for ep in self.episodes(num_episodes=num_episodes, num_timesteps=num_timesteps):
                 writer.write(ep)
-                bar.update(1)
+                bar.update(1 if num_timesteps is None else len(ep))
         bar.close()
         return writer.close()
 
@@ -152,10 +171,10 @@ def episode_stats(episodes: list[Episode]) -> dict:
             "episode_returns": returns.tolist()}
 
 
-def _progress(total: int, desc: str, enabled: bool):
+def _progress(total: int, desc: str, enabled: bool, unit: str = "ep"):
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, disable=not enabled, unit="ep", leave=False)
+    return tqdm(total=total, desc=desc, disable=not enabled, unit=unit, leave=False)
 
 
 def record_expert(env_id: str, output: str, *, num_episodes: int = 500, seed: int = 0,
