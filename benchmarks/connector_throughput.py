@@ -43,7 +43,8 @@ def per_episode_numpy(episodes):
         mean = mean + delta * n / tot
         m2 = m2 + bvar * n + delta**2 * count * n / tot
         count = tot
-        normed = np.clip((stacked - mean) / (np.sqrt(m2 / count) + 1e-8), -10, 10)
+        std = np.sqrt(m2 / (count - 1)) if count > 1 else np.abs(mean)  # RLlib's RunningStat
+        normed = np.clip((stacked - mean) / (std + 1e-6), -10, 10)
         cols["obs"].append(normed[:-1])
         cols["new_obs"].append(normed[1:])
         cols["actions"].append(ep.get_actions())
@@ -55,7 +56,7 @@ def per_episode_numpy(episodes):
     return {k: np.concatenate(v) for k, v in cols.items()}
 
 
-def jitted(episodes, apply, state, batch_eps=64):
+def jitted(episodes, apply, state, batch_eps=250):
     eps = sorted(episodes, key=len)
     out = []
     for i in range(0, len(eps), batch_eps):
@@ -80,8 +81,8 @@ def main():
     t_np = min(_time(lambda: per_episode_numpy(episodes)) for _ in range(2))
     # The part inside jit alone (batches already built), the way a fused train step sees it.
     eps = sorted(episodes, key=len)
-    batches = [EpisodeBatch.from_episodes(eps[i:i + 64], pad_batch_to=64)
-               for i in range(0, len(eps), 64)]
+    batches = [jax.device_put(EpisodeBatch.from_episodes(eps[i:i + 250], pad_batch_to=250))
+               for i in range(0, len(eps), 250)]
     t_inside = min(_time(lambda: jax.block_until_ready(
         [apply(state, b, {}, Context())[1] for b in batches])) for _ in range(3))
     print(json.dumps({

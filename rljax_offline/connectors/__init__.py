@@ -1,30 +1,37 @@
-"""Connector pipelines as pure, jit-compatible functions over `EpisodeBatch`es."""
+"""Connector pipelines as pure, jit-compatible functions over `EpisodeBatch`es.
 
-from rljax_offline.connectors.columns import (
-                                              add_columns,
-                                              add_next_observations,
-                                              add_observations,
-                                              clip_rewards,
-                                              prev_actions_rewards,
+    pipe = default_learner(spaces, frame_stack(4), mean_std_filter())
+    state = pipe.init(spaces)
+    episodes, batch, state = jax.jit(pipe.apply)(state, episode_batch, {}, Context())
+"""
+
+from rljax_offline.connectors.common import (
+    add_observations,
+    add_states,
+    add_time_dim,
+    frame_stack,
+    prev_actions_rewards,
 )
 from rljax_offline.connectors.core import Connector, Context, Spaces, pipeline, stateless
-from rljax_offline.connectors.defaults import (
-                                              default_env_to_module,
-                                              default_learner,
-                                              default_module_to_env,
+from rljax_offline.connectors.env_to_module import (
+    RunningStats,
+    default_env_to_module,
+    flatten_observations,
+    mean_std_filter,
+    one_hot_observations,
 )
-from rljax_offline.connectors.module_to_env import clip_actions, get_actions, module_outputs
-from rljax_offline.connectors.observations import (
-                                              RunningStats,
-                                              flatten_observations,
-                                              frame_stack,
-                                              mean_std_filter,
-                                              one_hot_observations,
+from rljax_offline.connectors.learner import (
+    add_columns,
+    add_next_observations,
+    clip_rewards,
+    count_based_intrinsic_reward,
+    default_learner,
 )
-from rljax_offline.connectors.sequences import (
-                                              add_states,
-                                              add_time_dim,
-                                              count_based_intrinsic_reward,
+from rljax_offline.connectors.module_to_env import (
+    clip_actions,
+    default_module_to_env,
+    get_actions,
+    module_outputs,
 )
 
 __all__ = [

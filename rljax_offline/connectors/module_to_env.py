@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax_offline import spaces as sp
-from rljax_offline.connectors.core import Connector, stateless
+from rljax_offline.connectors.core import Connector, Spaces, pipeline, stateless
 from rljax_offline.models.distributions import for_space
 
 
@@ -63,4 +63,10 @@ def module_outputs(policy) -> Connector:
     return stateless(apply)
 
 
-
+def default_module_to_env(spaces: Spaces, *custom: Connector,
+                          add_default_connectors: bool = True) -> Connector:
+    """custom pieces -> sample/argmax `actions` (+ `action_logp`) -> `actions_for_env`.
+    `add_default_connectors=False` keeps only the custom pieces."""
+    if not add_default_connectors:
+        return pipeline(*custom)
+    return pipeline(*custom, get_actions(), clip_actions())

@@ -1,0 +1,203 @@
+"""Pieces that serve both the env-to-module and the learner pipeline (RLlib's
+`connectors/common`): observations, states, time dim, frame stacking, previous actions/rewards.
+
+The mode is the piece's `as_learner_connector` argument, as in RLlib:
+
+* env-to-module (`False`): one row per episode, `[B, ...]`, the data of its latest step (the
+  observation at column `L + lengths[b]`).
+* learner (`True`): one row per timestep, FLAT `[B * T, ...]` in episode-major order; rows past an
+  episode's length are padding (`loss_mask` False there, see `learner.add_columns`).
+
+Pieces that rewrite the episodes' observations (`frame_stack`, the filters) act on every
+observation column, lookback included, so either pipeline reads the result.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rljax_offline import spaces as sp
+from rljax_offline.connectors.core import Connector, stateless
+
+
+def flat(x):
+    """`[B, T, ...]` -> `[B * T, ...]`."""
+    return x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])
+
+
+def expand(mask, x):
+    """`mask` `[B, C]` broadcastable against `x` `[B, C, ...]`."""
+    return mask.reshape(*mask.shape, *([1] * (x.ndim - mask.ndim)))
+
+
+def latest(tree, episodes, offset: int = 0):
+    """Per episode, the item at column `L + length + offset` of each `[B, C, ...]` leaf."""
+    idx = episodes.len_lookback_buffer + episodes.lengths + offset
+    return jax.tree_util.tree_map(
+        lambda x: jnp.take_along_axis(x, idx.reshape(-1, *([1] * (x.ndim - 1))), axis=1)[:, 0],
+        tree)
+
+
+def add_observations(as_learner_connector: bool = False) -> Connector:
+    """`obs` (RLlib's `AddObservationsFromEpisodesToBatch`): the latest observation of each
+    episode, or (learner) every observation that has an action, zero on padding rows."""
+
+    def apply(episodes, batch, ctx):
+        if as_learner_connector:
+            mask = episodes.mask
+            obs = jax.tree_util.tree_map(
+                lambda x: flat(jnp.where(expand(mask, x), x, jnp.zeros((), x.dtype))),
+                episodes.steps(episodes.observations))
+        else:
+            obs = latest(episodes.observations, episodes)
+        return episodes, {**batch, "obs": obs}
+
+    return stateless(apply)
+
+
+def _num_seqs(T: int, S: int) -> int:
+    return max(1, -(-T // S))
+
+
+def add_time_dim(max_seq_len: int, as_learner_connector: bool = True) -> Connector:
+    """RLlib's `AddTimeDimToBatchAndZeroPad`.
+
+    Learner: every flat `[B * T, ...]` column becomes `[B * K, max_seq_len, ...]`, each
+    episode split into `K = ceil(T / max_seq_len)` sequences and right zero-padded, with
+    `seq_lens` `[B * K]` (0 for all-padding sequences, whose `loss_mask` is all False).
+    Env-to-module: every `[B, ...]` column gets a time axis of 1 and `seq_lens` is all ones.
+    """
+    if max_seq_len < 1:
+        raise ValueError(f"max_seq_len must be >= 1, got {max_seq_len}")
+    S = int(max_seq_len)
+
+    def apply(episodes, batch, ctx):
+        B, T = episodes.batch_size, episodes.max_len
+        if not as_learner_connector:
+            out = {k: jax.tree_util.tree_map(lambda x: x[:, None], v) for k, v in batch.items()}
+            return episodes, {**out, "seq_lens": jnp.ones(B, jnp.int32)}
+        K = _num_seqs(T, S)
+
+        def split(x):
+            if x.shape[0] != B * T:  # not a timestep column (e.g. state_in): leave it
+                return x
+            x = x.reshape(B, T, *x.shape[1:])
+            x = jnp.pad(x, [(0, 0), (0, K * S - T)] + [(0, 0)] * (x.ndim - 2))
+            return x.reshape(B * K, S, *x.shape[2:])
+
+        out = {k: jax.tree_util.tree_map(split, v) for k, v in batch.items()}
+        starts = jnp.arange(K)[None, :] * S
+        seq_lens = jnp.clip(episodes.lengths[:, None] - starts, 0, S).reshape(B * K)
+        return episodes, {**out, "seq_lens": seq_lens.astype(jnp.int32)}
+
+    return stateless(apply)
+
+
+def add_states(max_seq_len: int | None = None, as_learner_connector: bool = True,
+               key: str = "state_out", initial_state=None) -> Connector:
+    """RLlib's `AddStatesFromEpisodesToBatch`: `state_in` from the module's previous
+    `state_out` (an extra model output), or `initial_state` (zeros by default) where no earlier
+    step exists. Learner: one `state_in` per sequence of `max_seq_len` (no time axis), the state
+    before the sequence's first step. Env-to-module: the latest `state_out` of each episode."""
+    if as_learner_connector and max_seq_len is None:
+        raise ValueError("add_states as a learner connector needs max_seq_len")
+
+    def apply(episodes, batch, ctx):
+        if key not in episodes.extra_model_outputs:
+            raise KeyError(f"add_states needs the module's {key!r} in extra_model_outputs")
+        states = episodes.extra_model_outputs[key]  # [B, L + T, ...]
+        L, T, B = episodes.len_lookback_buffer, episodes.max_len, episodes.batch_size
+        if as_learner_connector:
+            K = _num_seqs(T, max_seq_len)
+            prev = jnp.broadcast_to(jnp.arange(K)[None, :] * max_seq_len - 1, (B, K))
+        else:
+            prev = (episodes.lengths - 1)[:, None]
+        valid = prev >= -episodes.lookback_lengths[:, None]
+        cols = jnp.clip(L + prev, 0, max(L + T - 1, 0))
+
+        def gather(x):
+            picked = jnp.take_along_axis(x, expand(cols, x), axis=1)
+            init = jnp.zeros_like(picked) if initial_state is None else jnp.broadcast_to(
+                jnp.asarray(initial_state, x.dtype), picked.shape)
+            out = jnp.where(expand(valid, picked), picked, init)
+            return out.reshape(-1, *out.shape[2:])
+
+        return episodes, {**batch, "state_in": jax.tree_util.tree_map(gather, states)}
+
+    return stateless(apply)
+
+
+def frame_stack(num_frames: int) -> Connector:
+    """RLlib's `FrameStacking`: each observation becomes the last `num_frames` observations
+    concatenated along the last axis (oldest first), zeros before the episode's first available
+    observation (lookback included). Box `(..., d)` -> `(..., d * num_frames)`: an image
+    `(w, h, 1)` -> `(w, h, num_frames)` as in RLlib, a vector `(4,)` -> `(16,)`.
+
+    It rewrites every observation column of the episodes, so the same piece serves both
+    pipelines: the env-to-module one then reads the latest stacked observation, the learner
+    one every step's.
+    """
+    if num_frames < 1:
+        raise ValueError(f"num_frames must be >= 1, got {num_frames}")
+
+    def apply(state, episodes, batch, ctx):
+        obs = episodes.observations
+        if not isinstance(obs, jax.Array | np.ndarray):
+            raise ValueError("frame_stack needs Box observations; flatten Dict/Tuple first")
+        x = jnp.where(expand(episodes.obs_mask, obs), obs, jnp.zeros((), obs.dtype))
+        frames = [jnp.pad(x, [(0, 0), (k, 0)] + [(0, 0)] * (x.ndim - 2))[:, :x.shape[1]]
+                  for k in range(num_frames - 1, -1, -1)]
+        stacked = jnp.concatenate(frames, axis=-1)
+        spec = stacked_spec(episodes.observation_space_spec, num_frames)
+        return episodes.replace(observations=stacked, observation_space_spec=spec), batch, state
+
+    return Connector(init=lambda spaces: (), apply=apply,
+                     out_spaces=lambda s: s._replace(
+                         observation=stacked_spec(s.observation, num_frames)))
+
+
+def stacked_spec(spec, k: int):
+    """The Box spec of `k` stacked frames of `spec` along its last axis."""
+    if spec is None:  # episodes recorded without a space: the shape speaks for itself
+        return None
+    if not isinstance(spec, sp.BoxSpec):
+        raise ValueError(f"frame_stack needs Box observations, got {spec}; flatten first")
+    shape = (*spec.shape[:-1], spec.shape[-1] * k)
+    low = np.concatenate([np.asarray(spec.low).reshape(spec.shape)] * k, axis=-1).ravel()
+    high = np.concatenate([np.asarray(spec.high).reshape(spec.shape)] * k, axis=-1).ravel()
+    return sp.BoxSpec(shape, spec.dtype, tuple(low.tolist()), tuple(high.tolist()))
+
+
+def prev_actions_rewards(n_prev_actions: int = 1, n_prev_rewards: int = 1,
+                         as_learner_connector: bool = False) -> Connector:
+    """`prev_n_actions` `[.., n, *act]` and `prev_n_rewards` `[.., n]`: the `n` actions/rewards
+    before each step (oldest first), zeros before the episode's first available step
+    (RLlib's `PrevActionsPrevRewards` with `fill=0`). Env-to-module: before the latest
+    observation; learner: before every step. Columns in the batch (RLlib writes them into a Dict
+    observation; a module reads them from here and one-hots Discrete actions itself)."""
+
+    def window(x, valid, n):
+        # x: [B, C, ...] -> [B, C + 1, n, ...]: for every column c (one past the end too, the
+        # latest step of a full episode), the items c-n .. c-1; invalid items are zero.
+        x = jnp.where(expand(valid, x), x, jnp.zeros((), x.dtype))
+        x = jnp.pad(x, [(0, 0), (0, 1)] + [(0, 0)] * (x.ndim - 2))
+        cols = [jnp.pad(x, [(0, 0), (k, 0)] + [(0, 0)] * (x.ndim - 2))[:, :x.shape[1]]
+                for k in range(n, 0, -1)]
+        return jnp.stack(cols, axis=2)
+
+    def apply(episodes, batch, ctx):
+        valid = episodes.lookback_mask
+        L, T = episodes.len_lookback_buffer, episodes.max_len
+        acts = window(episodes.actions, valid, n_prev_actions)
+        rews = window(episodes.rewards, valid, n_prev_rewards)
+        if as_learner_connector:
+            mask = episodes.mask
+            a = flat(jnp.where(expand(mask, acts[:, L:L + T]), acts[:, L:L + T], 0))
+            r = flat(jnp.where(expand(mask, rews[:, L:L + T]), rews[:, L:L + T], 0))
+        else:
+            a, r = latest(acts, episodes), latest(rews, episodes)
+        return episodes, {**batch, "prev_n_actions": a, "prev_n_rewards": r}
+
+    return stateless(apply)

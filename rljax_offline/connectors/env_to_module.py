@@ -1,0 +1,283 @@
+"""Observation pieces RLlib puts in env-to-module pipelines: flatten / one-hot and the mean-std
+filter, plus the default env-to-module pipeline. They rewrite the episodes' observations (every
+column, lookback included) as RLlib rewrites its episodes, so the same piece also serves a
+learner pipeline.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from rljax_offline import spaces as sp
+from rljax_offline.connectors.common import add_observations, add_states, add_time_dim, expand
+from rljax_offline.connectors.core import Connector, Spaces, pipeline
+
+_LEAVES = (sp.BoxSpec, sp.DiscreteSpec, sp.MultiDiscreteSpec, sp.MultiBinarySpec)
+
+
+def _is_leaf_spec(s) -> bool:
+    return isinstance(s, _LEAVES)
+
+
+def _spec_tree(spec):
+    """The spec as a pytree with the structure of its data (Dict -> dict, Tuple -> tuple)."""
+    if isinstance(spec, sp.TupleSpec):
+        return tuple(_spec_tree(s) for s in spec.spaces)
+    if isinstance(spec, sp.DictSpec):
+        return {k: _spec_tree(s) for k, s in spec.items()}
+    return spec
+
+
+def _from_spec_tree(tree):
+    if isinstance(tree, tuple):
+        return sp.TupleSpec(tuple(_from_spec_tree(s) for s in tree))
+    if isinstance(tree, dict):
+        return sp.DictSpec(tuple(tree), tuple(_from_spec_tree(s) for s in tree.values()))
+    return tree
+
+
+def _map_leaves(fn, spec, *data):
+    """`fn(leaf_spec, *leaf_data)` over the leaves of a space and its data."""
+    return jax.tree_util.tree_map(fn, _spec_tree(spec), *data, is_leaf=_is_leaf_spec)
+
+
+# ------------------------------------------------------------------------------ flatten, one-hot
+
+
+def _flatten_leaf(x, spec):
+    """`[..., *shape]` data of a leaf space -> `[..., flat_dim]` float32 (Discrete one-hot)."""
+    lead = x.shape[:x.ndim - len(spec.shape)]
+    if isinstance(spec, sp.DiscreteSpec):
+        return jax.nn.one_hot(x - spec.start, spec.n, dtype=jnp.float32)
+    if isinstance(spec, sp.MultiDiscreteSpec):
+        flat = x.reshape(*lead, -1)
+        starts = spec.start or (0,) * len(spec.nvec)
+        return jnp.concatenate([jax.nn.one_hot(flat[..., i] - starts[i], n, dtype=jnp.float32)
+                                for i, n in enumerate(spec.nvec)], axis=-1)
+    return x.reshape(*lead, -1).astype(jnp.float32)
+
+
+def _flatten(obs, spec):
+    if isinstance(spec, sp.TupleSpec):
+        return jnp.concatenate([_flatten(o, s) for o, s in zip(obs, spec.spaces)], axis=-1)
+    if isinstance(spec, sp.DictSpec):
+        return jnp.concatenate([_flatten(obs[k], s) for k, s in spec.items()], axis=-1)
+    return _flatten_leaf(obs, spec)
+
+
+def _flat_box(spec) -> sp.BoxSpec:
+    d = sp.flat_dim(spec)
+    if isinstance(spec, sp.BoxSpec):
+        return sp.BoxSpec((d,), "float32", spec.low, spec.high)
+    if isinstance(spec, (sp.DiscreteSpec, sp.MultiDiscreteSpec, sp.MultiBinarySpec)):
+        return sp.BoxSpec((d,), "float32", (0.0,) * d, (1.0,) * d)
+    lows, highs = [], []
+    for s in spec.spaces:
+        b = _flat_box(s)
+        lows += list(b.low)
+        highs += list(b.high)
+    return sp.BoxSpec((d,), "float32", tuple(lows), tuple(highs))
+
+
+def needs_flattening(spec) -> bool:
+    """True unless the observations are already flat Box vectors."""
+    return not (isinstance(spec, sp.BoxSpec) and len(spec.shape) == 1)
+
+
+def _require_spec(episodes, piece):
+    if episodes.observation_space_spec is None:
+        raise ValueError(f"{piece} needs the observation space on the episodes")
+    return episodes.observation_space_spec
+
+
+def flatten_observations() -> Connector:
+    """RLlib's `FlattenObservations`: Dict/Tuple observations concatenated (Dict keys in the
+    space's order), Discrete/MultiDiscrete one-hot, Box flattened: `Box(flat_dim,)` float32."""
+
+    def apply(state, episodes, batch, ctx):
+        spec = _require_spec(episodes, "flatten_observations")
+        obs = _flatten(episodes.observations, spec)
+        return (episodes.replace(observations=obs, observation_space_spec=_flat_box(spec)),
+                batch, state)
+
+    return Connector(init=lambda spaces: (), apply=apply,
+                     out_spaces=lambda s: s._replace(observation=_flat_box(s.observation)))
+
+
+def _one_hot_spec(spec):
+    return _from_spec_tree(_map_leaves(
+        lambda s: _flat_box(s) if isinstance(s, sp.DiscreteSpec) else s, spec))
+
+
+def one_hot_observations() -> Connector:
+    """Discrete observations (leaves of a Dict/Tuple too) as one-hot float32 vectors:
+    `Discrete(n)` -> `Box(n,)`; other leaves unchanged."""
+
+    def apply(state, episodes, batch, ctx):
+        spec = _require_spec(episodes, "one_hot_observations")
+        obs = _map_leaves(lambda s, x: _flatten_leaf(x, s) if isinstance(s, sp.DiscreteSpec)
+                          else x, spec, episodes.observations)
+        return (episodes.replace(observations=obs, observation_space_spec=_one_hot_spec(spec)),
+                batch, state)
+
+    return Connector(init=lambda spaces: (), apply=apply,
+                     out_spaces=lambda s: s._replace(observation=_one_hot_spec(s.observation)))
+
+
+# ------------------------------------------------------------------------------ mean-std filter
+
+
+class RunningStats(NamedTuple):
+    """Count, mean and sum of squared deviations `m2` of one Box leaf's observations.
+
+    Merged with Chan et al.'s parallel update, exact for any split of the data (push one by
+    one, per batch, or per device and then merged). In float32 the mean keeps ~7 digits; with
+    counts beyond ~1e7 the relative update `n / total` loses precision, so cast to float64
+    (`jax_enable_x64`) for longer runs.
+    """
+
+    count: jax.Array
+    mean: jax.Array
+    m2: jax.Array
+
+    @property
+    def std(self):
+        """RLlib's `RunningStat.std`: sample std (`m2 / (n - 1)`); `|mean|` while `n <= 1`."""
+        var = jnp.where(self.count > 1, self.m2 / jnp.maximum(self.count - 1, 1.0),
+                        jnp.square(self.mean))
+        return jnp.sqrt(var)
+
+
+def init_stats(shape) -> RunningStats:
+    return RunningStats(jnp.zeros((), jnp.float32), jnp.zeros(shape, jnp.float32),
+                        jnp.zeros(shape, jnp.float32))
+
+
+def update_stats(stats: RunningStats, x, mask, axis_name: str | None = None) -> RunningStats:
+    """Merges the rows of `x` (`[N, *shape]`) where `mask` (`[N]`) is True into `stats`;
+    with `axis_name`, the rows of every device on that axis (inside `shard_map` / `pmap`)."""
+    m = expand(mask, x).astype(jnp.float32)
+    x = x.astype(jnp.float32)
+    n = jnp.sum(mask.astype(jnp.float32))
+    s = jnp.sum(x * m, axis=0)
+    if axis_name is not None:
+        n, s = lax.psum(n, axis_name), lax.psum(s, axis_name)
+    bmean = s / jnp.maximum(n, 1.0)
+    sq = jnp.sum(jnp.square(x - bmean) * m, axis=0)
+    if axis_name is not None:
+        sq = lax.psum(sq, axis_name)
+    total = stats.count + n
+    delta = bmean - stats.mean
+    frac = n / jnp.maximum(total, 1.0)
+    return RunningStats(total, stats.mean + delta * frac,
+                        stats.m2 + sq + jnp.square(delta) * stats.count * frac)
+
+
+def normalize(stats: RunningStats, x, clip: float | None = 10.0, eps: float = 1e-6):
+    """RLlib's `MeanStdFilter`: `(x - mean) / (std + 1e-6)`, clipped to `[-clip, clip]`."""
+    out = (x - stats.mean) / (stats.std + eps)
+    out = out if clip is None else jnp.clip(out, -clip, clip)
+    return out.astype(x.dtype) if jnp.issubdtype(x.dtype, jnp.floating) else out
+
+
+def _filtered_spec(spec, clip):
+    def leaf(s):
+        if not isinstance(s, sp.BoxSpec) or clip is None:
+            return s
+        d = len(s.low)
+        return sp.BoxSpec(s.shape, s.dtype, (-float(clip),) * d, (float(clip),) * d)
+
+    return _from_spec_tree(_map_leaves(leaf, spec))
+
+
+def mean_std_filter(update: bool = True, clip: float | None = 10.0,
+                    as_learner_connector: bool = True,
+                    axis_name: str | None = None) -> Connector:
+    """RLlib's `MeanStdFilter`: normalizes Box observations (each Box leaf of a Dict/Tuple;
+    Discrete leaves pass unchanged) by running mean and std kept in the state.
+
+    With `update=True` the batch's new observations are merged into the statistics first,
+    then every observation column is normalized with them (a batch at once, where RLlib pushes
+    one observation at a time). New observations: learner mode, each episode's observations
+    from its first step to its last (`L .. L + length`); env-to-module mode, only the latest
+    (`L + length`), as RLlib pushes each observation once when the env emits it. On the
+    lookback windows an env runner feeds (`max_len=0`) both modes agree. `ctx.frozen` (e.g. at
+    evaluation) or `update=False` keep the statistics unchanged. Pass `axis_name` inside
+    `shard_map`/`pmap` to merge the statistics across devices. The state (a pytree of
+    `RunningStats`, one per Box leaf) is saved and restored with the learner's state.
+    """
+
+    def init(spaces):
+        spec = spaces.observation
+        if spec is None or not any(isinstance(s, sp.BoxSpec) for s in
+                                   jax.tree_util.tree_leaves(_spec_tree(spec),
+                                                             is_leaf=_is_leaf_spec)):
+            raise ValueError(f"mean_std_filter needs Box observations, got {spec}")
+        return _map_leaves(lambda s: init_stats(s.shape) if isinstance(s, sp.BoxSpec) else (),
+                           spec)
+
+    def new_obs_mask(episodes):
+        col = jnp.arange(episodes.len_lookback_buffer + episodes.max_len + 1)[None, :] \
+            - episodes.len_lookback_buffer
+        lengths = episodes.lengths[:, None]
+        return (col >= 0) & (col <= lengths) if as_learner_connector else col == lengths
+
+    def apply(state, episodes, batch, ctx):
+        spec = episodes.observation_space_spec or _spec_of(episodes.observations)
+        pushed = new_obs_mask(episodes).reshape(-1)
+
+        def leaf(s, stats, x):
+            if not isinstance(s, sp.BoxSpec):
+                return stats, x
+            if update:
+                B, C = x.shape[:2]
+                new = update_stats(stats, x.reshape(B * C, *x.shape[2:]), pushed, axis_name)
+                frozen = jnp.asarray(ctx.frozen, bool)
+                stats = jax.tree_util.tree_map(lambda o, n: jnp.where(frozen, o, n), stats, new)
+            return stats, normalize(stats, x, clip)
+
+        pairs = _map_leaves(leaf, spec, state, episodes.observations)
+        state = _map_leaves(lambda s, p: p[0], spec, pairs)
+        obs = _map_leaves(lambda s, p: p[1], spec, pairs)
+        out_spec = None if episodes.observation_space_spec is None else _filtered_spec(spec, clip)
+        return episodes.replace(observations=obs, observation_space_spec=out_spec), batch, state
+
+    return Connector(init=init, apply=apply,
+                     out_spaces=lambda s: s._replace(observation=_filtered_spec(s.observation,
+                                                                                clip)))
+
+
+def _spec_of(obs: Any):
+    """A stand-in Box spec for observations recorded without a space (a single array)."""
+    if isinstance(obs, dict | tuple):
+        raise ValueError("mean_std_filter needs the observation space of Dict/Tuple episodes")
+    d = int(jnp.size(obs[0, 0]))
+    return sp.BoxSpec(tuple(obs.shape[2:]), str(obs.dtype), (0.0,) * d, (0.0,) * d)
+
+
+# ------------------------------------------------------------------------------ default pipeline
+
+
+def default_env_to_module(spaces: Spaces, *custom: Connector,
+                          add_default_connectors: bool = True,
+                          max_seq_len: int | None = None) -> Connector:
+    """custom pieces -> flatten (if the observations are not flat Box vectors after them) ->
+    `obs` of each episode's latest step; for a stateful module (`max_seq_len` set) also
+    `state_in` and a time axis of 1. `add_default_connectors=False` keeps only the custom
+    pieces (RLlib's `add_default_connectors_to_env_to_module_pipeline=False`)."""
+    if not add_default_connectors:
+        return pipeline(*custom)
+    stateful = [] if max_seq_len is None else [
+        add_states(as_learner_connector=False),
+        add_time_dim(max_seq_len, as_learner_connector=False)]
+    return pipeline(*custom, *obs_defaults(spaces, custom), add_observations(), *stateful)
+
+
+def obs_defaults(spaces: Spaces, custom) -> list[Connector]:
+    """`[flatten_observations()]` when the observations after `custom` are not flat vectors."""
+    obs = pipeline(*custom).out_spaces(spaces).observation
+    return [flatten_observations()] if obs is not None and needs_flattening(obs) else []

@@ -1,0 +1,140 @@
+"""Learner pieces (RLlib's `connectors/learner`): the train-batch columns from the episodes,
+reward shaping, and the default learner pipeline. Output rows are FLAT timesteps `[B * T, ...]`
+in episode-major order; `loss_mask` is False on padding rows and every column is zero there.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from rljax_offline.connectors.common import (
+    add_observations,
+    add_states,
+    add_time_dim,
+    expand,
+    flat,
+)
+from rljax_offline.connectors.core import Connector, Spaces, pipeline, stateless
+from rljax_offline.connectors.env_to_module import obs_defaults
+
+
+def _zero_padding(x, mask):
+    return jnp.where(expand(mask, x), x, jnp.zeros((), x.dtype))
+
+
+def add_columns(extra_model_outputs: bool = True) -> Connector:
+    """RLlib's `AddColumnsFromEpisodesToTrainBatch`: `actions`, `rewards`, `terminateds`,
+    `truncateds` (True only on an episode's last real step, with its flag), the extra model
+    outputs by key and `loss_mask`."""
+
+    def apply(episodes, batch, ctx):
+        mask = episodes.mask  # [B, T]
+        last = jnp.arange(episodes.max_len)[None, :] == (episodes.lengths[:, None] - 1)
+        out = {
+            "actions": jax.tree_util.tree_map(lambda x: flat(_zero_padding(x, mask)),
+                                              episodes.steps(episodes.actions)),
+            "rewards": flat(_zero_padding(episodes.steps(episodes.rewards), mask)),
+            "terminateds": flat(last & episodes.terminated[:, None]),
+            "truncateds": flat(last & episodes.truncated[:, None]),
+            "loss_mask": flat(mask),
+        }
+        if extra_model_outputs:
+            for k, v in episodes.extra_model_outputs.items():
+                out[k] = jax.tree_util.tree_map(lambda x: flat(_zero_padding(x, mask)),
+                                                episodes.steps(v))
+        return episodes, {**batch, **out}
+
+    return stateless(apply)
+
+
+def add_next_observations() -> Connector:
+    """RLlib's `AddNextObservationsFromEpisodesToTrainBatch`: `new_obs`, the observation after
+    each step (zero on padding rows)."""
+
+    def apply(episodes, batch, ctx):
+        L, T = episodes.len_lookback_buffer, episodes.max_len
+        mask = episodes.mask
+        new = jax.tree_util.tree_map(lambda x: flat(_zero_padding(x[:, L + 1:L + T + 1], mask)),
+                                     episodes.observations)
+        return episodes, {**batch, "new_obs": new}
+
+    return stateless(apply)
+
+
+def clip_rewards(limit: float | None = 1.0, sign: bool = False) -> Connector:
+    """Clips `rewards` in the batch to `[-limit, limit]`, or to their sign (Atari style)."""
+    if not sign and limit is None:
+        raise ValueError("clip_rewards needs a limit or sign=True")
+
+    def apply(episodes, batch, ctx):
+        if "rewards" not in batch:
+            raise KeyError("clip_rewards needs a 'rewards' column: put it after add_columns")
+        r = batch["rewards"]
+        r = jnp.sign(r) if sign else jnp.clip(r, -limit, limit)
+        return episodes, {**batch, "rewards": r}
+
+    return stateless(apply)
+
+
+def count_based_intrinsic_reward(table_size: int = 1 << 16, coeff: float = 1.0) -> Connector:
+    """r(t) += coeff / N(o_t), N counting how often observation o_t was seen so far, in
+    episode then time order (the count-based curiosity of RLlib's learner-connector guide).
+
+    The counts live in the state as a table of `table_size` hash buckets of the observation's
+    bytes, so the piece is jit-compatible; distinct observations that share a bucket share a
+    count (rare below ~sqrt(table_size) distinct observations). The new rewards are written
+    back into the episodes, so `add_columns` puts them into the batch, as in RLlib.
+    """
+
+    def init(spaces):
+        return jnp.zeros(table_size, jnp.int32)
+
+    def mix(h):  # murmur3's finalizer: every input bit reaches the low bits
+        h = (h ^ (h >> 16)) * jnp.uint32(0x85EBCA6B)
+        h = (h ^ (h >> 13)) * jnp.uint32(0xC2B2AE35)
+        return h ^ (h >> 16)
+
+    def bucket(obs):
+        words = jax.lax.bitcast_convert_type(obs.astype(jnp.float32), jnp.uint32)
+        words = words.reshape(*obs.shape[:2], -1)
+        h = jnp.full(words.shape[:2], 2166136261, jnp.uint32)
+        for i in range(words.shape[-1]):
+            h = mix(h ^ mix(words[..., i]) + jnp.uint32(i))
+        return (h % jnp.uint32(table_size)).astype(jnp.int32)
+
+    def apply(counts, episodes, batch, ctx):
+        L, T = episodes.len_lookback_buffer, episodes.max_len
+        obs = episodes.observations[:, L:L + T]
+        mask = episodes.mask
+        h = jnp.where(mask, bucket(obs), table_size).reshape(-1)  # padding: its own bucket
+        order = jnp.argsort(h, stable=True)
+        hs = h[order]
+        idx = jnp.arange(hs.shape[0])
+        first = jnp.concatenate([jnp.ones(1, bool), hs[1:] != hs[:-1]])
+        rank_sorted = idx - jax.lax.cummax(jnp.where(first, idx, 0))
+        rank = jnp.zeros_like(rank_sorted).at[order].set(rank_sorted)
+        n = counts.at[jnp.minimum(h, table_size - 1)].get() + rank + 1
+        bonus = jnp.where(mask.reshape(-1), coeff / n, 0.0).reshape(mask.shape)
+        rewards = jnp.asarray(episodes.rewards)
+        rewards = rewards.at[:, L:L + T].add(bonus.astype(rewards.dtype))
+        counts = counts.at[h].add(1, mode="drop")
+        return episodes.replace(rewards=rewards), batch, counts
+
+    return Connector(init=init, apply=apply, out_spaces=lambda s: s)
+
+
+def default_learner(spaces: Spaces, *custom: Connector, add_default_connectors: bool = True,
+                    max_seq_len: int | None = None) -> Connector:
+    """custom pieces -> flatten (if needed) -> `obs`, `actions`, `rewards`, flags, extra model
+    outputs, `loss_mask`, `new_obs`, flat `[B * T, ...]`; for a stateful module (`max_seq_len`
+    set) then `state_in` per sequence and the time axis, `[B * K, max_seq_len, ...]`.
+    `add_default_connectors=False` keeps only the custom pieces (RLlib's
+    `add_default_connectors_to_learner_pipeline=False`)."""
+    if not add_default_connectors:
+        return pipeline(*custom)
+    stateful = [] if max_seq_len is None else [add_states(max_seq_len),
+                                               add_time_dim(max_seq_len)]
+    return pipeline(*custom, *obs_defaults(spaces, custom),
+                    add_observations(as_learner_connector=True), add_columns(),
+                    add_next_observations(), *stateful)

@@ -1,0 +1,185 @@
+"""Env-to-module pieces and the default env-to-module pipeline, jitted, against per-episode
+numpy references of RLlib's semantics (the latest observation of each episode)."""
+
+import functools
+
+import gymnasium as gym
+import jax
+import numpy as np
+from connector_testlib import (
+    ACT,
+    DICT_OBS,
+    OBS,
+    NumpyMeanStd,
+    random_episodes,
+    run_jit,
+    stacked_frames,
+)
+from jax.sharding import Mesh, PartitionSpec
+
+from rljax_offline import EpisodeBatch
+from rljax_offline import spaces as sp
+from rljax_offline.connectors import (
+    Context,
+    Spaces,
+    default_env_to_module,
+    frame_stack,
+    mean_std_filter,
+    one_hot_observations,
+    pipeline,
+    prev_actions_rewards,
+)
+
+SPACES = Spaces.of(OBS, ACT)
+
+
+def test_default_env_to_module_is_the_latest_observation():
+    eps = random_episodes(seed=1)
+    _, batch, _ = run_jit(default_env_to_module(SPACES), SPACES, eps)
+    np.testing.assert_allclose(batch["obs"], np.stack([ep.get_observations(-1) for ep in eps]))
+
+
+def test_frame_stack_env_to_module_and_out_spaces():
+    eps = random_episodes(seed=2, max_len=5)
+    pipe = default_env_to_module(SPACES, frame_stack(4))
+    out = pipe.out_spaces(SPACES).observation
+    assert out.shape == (12,) and out.low == (-10.0,) * 12
+    _, batch, _ = run_jit(pipe, SPACES, eps)
+    for i, ep in enumerate(eps):  # RLlib: get_observations(slice(-4, None), fill=0.0)
+        want = ep.get_observations(slice(-4, None), fill=0.0).reshape(-1)
+        np.testing.assert_allclose(batch["obs"][i], want)
+        np.testing.assert_allclose(want, stacked_frames(ep, len(ep), 4))
+    image = Spaces.of(gym.spaces.Box(0, 255, (5, 5, 1), np.uint8), ACT)
+    assert frame_stack(4).out_spaces(image).observation.shape == (5, 5, 4)  # RLlib's shape
+
+
+def test_mean_std_filter_env_to_module_pushes_each_latest_observation():
+    """Stepping episodes one observation at a time through the env-to-module filter gives
+    RLlib's push-one-at-a-time statistics; the batch is normalized with them."""
+    eps = random_episodes(n=4, seed=3, lookback=False, min_len=5)
+    pipe = pipeline(mean_std_filter(as_learner_connector=False))
+    f = jax.jit(pipe.apply)
+    state, ref = pipe.init(SPACES), NumpyMeanStd((3,))
+    for t in range(5):  # every episode's prefix ending at observation t, with lookback
+        windows = [ep[:t] if t else ep[:0] for ep in eps]
+        windows = [EpisodeBatch.from_episodes([w], max_len=8) for w in windows]
+        for w, ep in zip(windows, eps):
+            e, _, state = f(state, w, {}, Context())
+            ref.push(ep.get_observations(t))
+            latest = np.asarray(e.observations)[0, w.len_lookback_buffer + t]
+            np.testing.assert_allclose(latest, ref(ep.get_observations(t)), rtol=1e-4,
+                                       atol=1e-4)
+    (stats,) = state
+    assert int(stats.count) == ref.n
+    np.testing.assert_allclose(stats.mean, ref.mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(stats.std, ref.std, rtol=1e-4)
+
+
+def test_mean_std_filter_split_frozen_update_switch_and_saved_state():
+    eps = random_episodes(n=6, seed=4)
+    pipe = pipeline(mean_std_filter())
+    f = jax.jit(pipe.apply)
+    _, _, whole = f(pipe.init(SPACES), EpisodeBatch.from_episodes(eps), {}, Context())
+    s = pipe.init(SPACES)
+    for chunk in (eps[:1], eps[1:4], eps[4:]):  # the parallel merge is exact for any split
+        _, _, s = f(s, EpisodeBatch.from_episodes(chunk), {}, Context())
+    np.testing.assert_allclose(s[0].mean, whole[0].mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(s[0].m2, whole[0].m2, rtol=1e-4)
+    # Saved as plain numpy and restored: applying it gives the same observations.
+    saved = jax.tree_util.tree_map(np.asarray, jax.device_get(whole))
+    eb = EpisodeBatch.from_episodes(eps)
+    e1, _, kept = f(saved, eb, {}, Context(frozen=True))
+    np.testing.assert_array_equal(kept[0].count, saved[0].count)
+    frozen_pipe = pipeline(mean_std_filter(update=False))
+    e2, _, kept2 = jax.jit(frozen_pipe.apply)(saved, eb, {}, Context())
+    np.testing.assert_array_equal(kept2[0].m2, saved[0].m2)
+    np.testing.assert_allclose(e1.observations, e2.observations)
+    normed = np.asarray(e1.observations)[np.asarray(eb.obs_mask)
+                                         & (np.arange(eb.observations.shape[1]) >=
+                                            eb.len_lookback_buffer)]
+    np.testing.assert_allclose(normed.mean(0), 0, atol=1e-4)
+    assert pipe.out_spaces(SPACES).observation.high == (10.0,) * 3  # RLlib: Box(-clip, clip)
+
+
+def test_mean_std_filter_on_dict_observations_leaves_discrete_alone():
+    eps = random_episodes(n=4, seed=5, obs_space=DICT_OBS)
+    spaces = Spaces.of(DICT_OBS, ACT)
+    pipe = pipeline(mean_std_filter())
+    e, _, (stats,) = run_jit(pipe, spaces, eps)
+    pos = np.concatenate([ep.get_observations()["pos"] for ep in eps])
+    ref = NumpyMeanStd((2,))
+    for x in pos:
+        ref.push(x)
+    np.testing.assert_allclose(stats["pos"].mean, ref.mean, rtol=1e-5, atol=1e-6)
+    assert stats["mode"] == ()
+    eb = EpisodeBatch.from_episodes(eps)
+    np.testing.assert_array_equal(e.observations["mode"], eb.observations["mode"])
+    # then flattened by the defaults: Box(6,)
+    full = default_env_to_module(spaces, mean_std_filter())
+    assert full.out_spaces(spaces).observation.shape == (6,)
+    _, batch, _ = run_jit(full, spaces, eps)
+    for i, ep in enumerate(eps):
+        o = ep.get_observations(-1)
+        np.testing.assert_allclose(batch["obs"][i], np.concatenate(
+            [np.eye(4)[o["mode"]], ref(o["pos"])]), rtol=1e-4, atol=1e-4)
+
+
+def test_mean_std_filter_merges_statistics_across_devices():
+    """With axis_name, 8 devices' shards give the statistics of the whole batch."""
+    eps = random_episodes(n=8, seed=6)
+    eb = EpisodeBatch.from_episodes(eps)
+    pipe = pipeline(mean_std_filter(axis_name="data"))
+    _, _, whole = run_jit(pipeline(mean_std_filter()), SPACES, eps)
+    mesh = Mesh(np.array(jax.devices()[:8]), ("data",))
+
+    @functools.partial(jax.shard_map, mesh=mesh, in_specs=(PartitionSpec(), PartitionSpec(
+        "data")), out_specs=PartitionSpec(), check_vma=False)
+    def per_device(state, eb):
+        return pipe.apply(state, eb, {}, Context())[2]
+
+    merged = jax.jit(per_device)(pipe.init(SPACES), eb)
+    np.testing.assert_allclose(merged[0].count, whole[0].count)
+    np.testing.assert_allclose(merged[0].mean, whole[0].mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(merged[0].m2, whole[0].m2, rtol=1e-4)
+
+
+def test_one_hot_discrete_observations():
+    space = gym.spaces.Discrete(5)
+    spaces = Spaces.of(space, ACT)
+    assert one_hot_observations().out_spaces(spaces).observation.shape == (5,)
+    rng = np.random.default_rng(7)
+    from rljax_offline import Episode
+    eps = [Episode(observations=rng.integers(0, 5, T + 1), actions=rng.integers(0, 3, T),
+                   rewards=np.zeros(T, np.float32), observation_space=space, action_space=ACT)
+           for T in (3, 6)]
+    pipe = default_env_to_module(spaces, one_hot_observations())
+    _, batch, _ = run_jit(pipe, spaces, eps)
+    np.testing.assert_array_equal(batch["obs"], np.eye(5)[[ep.get_observations(-1)
+                                                           for ep in eps]])
+    mixed = one_hot_observations().out_spaces(Spaces.of(DICT_OBS, ACT)).observation
+    assert isinstance(mixed, sp.DictSpec) and dict(mixed.items())["mode"].shape == (4,)
+
+
+def test_prev_actions_rewards_env_to_module():
+    eps = random_episodes(seed=8)
+    _, batch, _ = run_jit(pipeline(prev_actions_rewards(2, 3)), SPACES, eps)
+    for i, ep in enumerate(eps):  # RLlib: get_actions(slice(-n, None), fill=0)
+        np.testing.assert_array_equal(batch["prev_n_actions"][i],
+                                      ep.get_actions(slice(-2, None), fill=0))
+        np.testing.assert_allclose(batch["prev_n_rewards"][i],
+                                   ep.get_rewards(slice(-3, None), fill=0.0))
+
+
+def test_stateful_env_to_module_state_in_and_time_axis():
+    rng = np.random.default_rng(9)
+    from rljax_offline import Episode
+    eps = [Episode(observations=rng.normal(size=(T + 1, 3)).astype(np.float32),
+                   actions=rng.integers(0, 3, T), rewards=np.zeros(T, np.float32),
+                   extra_model_outputs={"state_out": rng.normal(size=(T, 2)).astype(
+                       np.float32)}, observation_space=OBS, action_space=ACT)
+           for T in (1, 4, 6)]
+    _, batch, _ = run_jit(default_env_to_module(SPACES, max_seq_len=4), SPACES, eps)
+    assert batch["obs"].shape == (3, 1, 3) and np.all(np.asarray(batch["seq_lens"]) == 1)
+    for b, ep in enumerate(eps):
+        np.testing.assert_allclose(batch["state_in"][b, 0],
+                                   ep.get_extra_model_outputs("state_out", -1))

@@ -1,0 +1,187 @@
+"""Learner pieces and the default learner pipeline, jitted, against per-episode numpy
+references of RLlib's semantics; padding never leaks into a column."""
+
+from collections import Counter
+
+import jax
+import numpy as np
+from connector_testlib import (
+    ACT,
+    DICT_OBS,
+    OBS,
+    NumpyMeanStd,
+    learner_reference,
+    random_episodes,
+    real_rows,
+    run_jit,
+    stacked_frames,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rljax_offline import Episode, EpisodeBatch
+from rljax_offline.connectors import (
+    Context,
+    Spaces,
+    add_columns,
+    clip_rewards,
+    count_based_intrinsic_reward,
+    default_learner,
+    frame_stack,
+    mean_std_filter,
+    pipeline,
+    prev_actions_rewards,
+)
+
+SPACES = Spaces.of(OBS, ACT)
+
+
+def test_default_learner_matches_per_episode_reference():
+    eps = random_episodes()
+    _, batch, _ = run_jit(default_learner(SPACES), SPACES, eps)
+    got, ref = real_rows(batch), learner_reference(eps)
+    for k, v in ref.items():
+        np.testing.assert_allclose(got[k], v, err_msg=k)
+    assert np.asarray(batch["loss_mask"]).sum() == sum(len(e) for e in eps)
+    assert batch["obs"].shape[0] == batch["loss_mask"].shape[0]  # flat [B * T, ...]
+
+
+def test_default_learner_flattens_dict_observations():
+    eps = random_episodes(seed=4, obs_space=DICT_OBS)
+    spaces = Spaces.of(DICT_OBS, ACT)
+    pipe = default_learner(spaces)
+    assert pipe.out_spaces(spaces).observation.shape == (6,)
+    _, batch, _ = run_jit(pipe, spaces, eps)
+
+    def flat_obs(ep, t):  # RLlib's FlattenObservations: keys in order, Discrete one-hot
+        o = ep.get_observations(t)
+        return np.concatenate([np.eye(4)[o["mode"]], o["pos"]])
+
+    ref = learner_reference(eps, flat_obs)
+    got = real_rows(batch)
+    np.testing.assert_allclose(got["obs"], ref["obs"])
+    np.testing.assert_allclose(got["new_obs"], ref["new_obs"])
+
+
+def test_frame_stack_and_filter_in_the_learner_match_rllib():
+    """frame_stack(4) then the mean-std filter, fitted on the whole batch first."""
+    eps = random_episodes(seed=2)
+    pipe = default_learner(SPACES, frame_stack(4), mean_std_filter())
+    assert pipe.out_spaces(SPACES).observation.shape == (12,)
+    _, batch, _ = run_jit(pipe, SPACES, eps)
+    ref = NumpyMeanStd((12,))
+    for ep in eps:
+        for t in range(len(ep) + 1):
+            ref.push(stacked_frames(ep, t, 4))
+    want = learner_reference(eps, lambda ep, t: ref(stacked_frames(ep, t, 4)))
+    got = real_rows(batch)
+    np.testing.assert_allclose(got["obs"], want["obs"], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got["new_obs"], want["new_obs"], rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000), noise=st.floats(-1e4, 1e4, allow_nan=False))
+def test_padding_never_leaks(seed, noise):
+    """Changing every padded value changes no real row and no masked sum; padding rows are
+    zero with loss_mask False."""
+    eps = random_episodes(seed=seed)
+    pipe = default_learner(SPACES, frame_stack(3), mean_std_filter(),
+                           prev_actions_rewards(2, 2, as_learner_connector=True))
+    eb = EpisodeBatch.from_episodes(eps)
+    noisy = eb.replace(
+        observations=np.where(eb.obs_mask[..., None], eb.observations, noise).astype(np.float32),
+        actions=np.where(eb.lookback_mask, eb.actions, 2),
+        rewards=np.where(eb.lookback_mask, eb.rewards, noise).astype(np.float32),
+        extra_model_outputs={"action_logp": np.where(
+            eb.lookback_mask, eb.extra_model_outputs["action_logp"], noise).astype(np.float32)})
+    f = jax.jit(pipe.apply)
+    _, a, sa = f(pipe.init(SPACES), eb, {}, Context())
+    _, b, sb = f(pipe.init(SPACES), noisy, {}, Context())
+    m = np.asarray(a["loss_mask"])
+    for k in a:
+        x, y = np.asarray(a[k]), np.asarray(b[k])
+        np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-5, err_msg=k)
+        assert not np.any(x[~m]), f"padding rows of {k!r} are not zero"
+        mm = m.reshape(-1, *([1] * (x.ndim - 1)))
+        np.testing.assert_allclose(np.sum(x * mm, 0), np.sum(y * mm, 0), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(sa[1].mean, sb[1].mean, rtol=1e-5)
+    np.testing.assert_allclose(sa[1].m2, sb[1].m2, rtol=1e-4)
+
+
+def test_prev_actions_rewards_as_learner_connector():
+    eps = random_episodes(seed=5)
+    pipe = pipeline(prev_actions_rewards(2, 3, as_learner_connector=True), add_columns())
+    _, batch, _ = run_jit(pipe, SPACES, eps)
+    got = real_rows(batch)
+    ref_a, ref_r = [], []
+    for ep in eps:
+        for t in range(len(ep)):
+            ref_a.append(ep.get_actions(slice(t - 2, t), neg_index_as_lookback=True, fill=0))
+            ref_r.append(ep.get_rewards(slice(t - 3, t), neg_index_as_lookback=True, fill=0.0))
+    np.testing.assert_array_equal(got["prev_n_actions"], np.stack(ref_a))
+    np.testing.assert_allclose(got["prev_n_rewards"], np.stack(ref_r))
+
+
+def test_clip_rewards():
+    eps = random_episodes(seed=6)
+    _, batch, _ = run_jit(pipeline(add_columns(), clip_rewards(1.0)), SPACES, eps)
+    want = np.clip(np.concatenate([ep.get_rewards() for ep in eps]), -1, 1)
+    np.testing.assert_allclose(real_rows(batch)["rewards"], want)
+    _, batch, _ = run_jit(pipeline(add_columns(), clip_rewards(sign=True)), SPACES, eps)
+    want = np.sign(np.concatenate([ep.get_rewards() for ep in eps]))
+    np.testing.assert_allclose(real_rows(batch)["rewards"], want)
+
+
+def test_add_time_dim_and_states_reference():
+    rng = np.random.default_rng(9)
+    eps = []
+    for i, T in enumerate((7, 3, 10)):
+        L = i % 2
+        eps.append(Episode(observations=rng.normal(size=(T + L + 1, 3)).astype(np.float32),
+                           actions=rng.integers(0, 3, T + L),
+                           rewards=rng.normal(size=T + L).astype(np.float32),
+                           extra_model_outputs={"state_out": rng.normal(
+                               size=(T + L, 2)).astype(np.float32)},
+                           len_lookback_buffer=L, observation_space=OBS, action_space=ACT))
+    S = 4
+    _, batch, _ = run_jit(default_learner(SPACES, max_seq_len=S), SPACES, eps)
+    T_pad = EpisodeBatch.from_episodes(eps).max_len
+    K = -(-T_pad // S)
+    assert batch["obs"].shape == (3 * K, S, 3) and batch["seq_lens"].shape == (3 * K,)
+    assert batch["state_in"].shape == (3 * K, 2)
+    for b, ep in enumerate(eps):  # RLlib: split each episode into max_seq_len chunks
+        T = len(ep)
+        for k in range(K):
+            row = b * K + k
+            n = int(np.clip(T - k * S, 0, S))
+            assert int(batch["seq_lens"][row]) == n
+            np.testing.assert_array_equal(batch["loss_mask"][row], np.arange(S) < n)
+            if n:
+                np.testing.assert_allclose(batch["obs"][row][:n],
+                                           ep.get_observations(slice(k * S, k * S + n)))
+                np.testing.assert_allclose(batch["actions"][row][:n],
+                                           ep.get_actions(slice(k * S, k * S + n)))
+            np.testing.assert_allclose(batch["obs"][row][n:], 0)
+            want = ep.get_extra_model_outputs("state_out", k * S - 1,
+                                              neg_index_as_lookback=True, fill=0.0)
+            np.testing.assert_allclose(batch["state_in"][row], want)
+
+
+def test_count_based_intrinsic_reward_matches_the_guide():
+    rng = np.random.default_rng(10)
+    box = OBS.__class__(-10, 10, (2,), np.float32)
+    eps = [Episode(observations=rng.integers(0, 3, size=(T + 1, 2)).astype(np.float32),
+                   actions=np.zeros(T, int), rewards=np.ones(T, np.float32),
+                   observation_space=box, action_space=ACT) for T in (6, 9, 4)]
+    spaces = Spaces.of(box, ACT)
+    pipe = default_learner(spaces, count_based_intrinsic_reward())
+    state = pipe.init(spaces)
+    counts = Counter()
+    for chunk in (eps[:2], eps[2:]):  # the counts carry over between batches in the state
+        _, batch, state = run_jit(pipe, spaces, chunk, state=state)
+        want = []
+        for ep in chunk:  # the guide's loop, on Python tuples
+            for obs, rew in zip(ep.get_observations(slice(None, -1)), ep.get_rewards()):
+                counts[tuple(obs)] += 1
+                want.append(rew + 1 / counts[tuple(obs)])
+        np.testing.assert_allclose(real_rows(batch)["rewards"], want, rtol=1e-6)
