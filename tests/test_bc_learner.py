@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from learner_testlib import cartpole_bc_parts
 
 from rljax_offline.experts import cartpole_expert
 from rljax_offline.learners.bc import (
@@ -22,12 +23,7 @@ from rljax_offline.runners.env_runner import EnvRunner
 
 @pytest.fixture(scope="module")
 def setup():
-    policy = make_policy(gym.spaces.Box(-5, 5, (4,)), gym.spaces.Discrete(2), (64, 64))
-    opt = make_optimizer(1e-3)
-    rng = np.random.default_rng(0)
-    obs = rng.normal(size=(4096, 4)).astype(np.float32)
-    data = {"obs": obs, "actions": cartpole_expert(obs).astype(np.int32)}
-    return policy, opt, data
+    return cartpole_bc_parts((64, 64), 4096)
 
 
 def max_diff(a, b):

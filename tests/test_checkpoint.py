@@ -8,13 +8,12 @@ import jax
 import numpy as np
 import pytest
 from flax import serialization
+from learner_testlib import cartpole_bc_parts
 
-from rljax_offline.experts import cartpole_expert
 from rljax_offline.learners import checkpoint as ckpt
 from rljax_offline.learners.bc import (
     DataParallel,
     init_state,
-    make_optimizer,
     make_update,
     select_devices,
 )
@@ -23,10 +22,7 @@ from rljax_offline.models.policy import make_policy
 
 @pytest.fixture(scope="module")
 def learner():
-    policy = make_policy(gym.spaces.Box(-5, 5, (4,)), gym.spaces.Discrete(2), (32, 32))
-    opt = make_optimizer(1e-3)
-    obs = np.random.default_rng(0).normal(size=(2048, 4)).astype(np.float32)
-    data = {"obs": obs, "actions": cartpole_expert(obs).astype(np.int32)}
+    policy, opt, data = cartpole_bc_parts((32, 32), 2048)
     dp = DataParallel(make_update(policy, opt), select_devices(2), 256)
     return policy, opt, dp, dp.scan_on_device(10), dp.put_replicated(data)
 
