@@ -9,22 +9,12 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import pytest  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-
-
-def _find_shared() -> pathlib.Path:
-    for cand in (REPO / "shared", REPO.parent / "shared", REPO.parent.parent / "shared"):
-        if (cand / "fixtures").is_dir():
-            return cand
-    return REPO.parent / "shared"
-
-
-SHARED = _find_shared()
-FIXTURES = SHARED / "fixtures" / "rllib_cartpole"
+# RLlib-written files (see tests/fixtures/rllib_cartpole/README.md), kept inside the checkout
+# so that a clone of the project alone passes its tests.
+FIXTURES = REPO / "tests" / "fixtures" / "rllib_cartpole"
 
 
 @pytest.fixture(scope="session")
 def rllib_fixtures() -> pathlib.Path:
-    if not FIXTURES.is_dir():
-        pytest.fail(f"RLlib fixtures not found at {FIXTURES}: the shared/ folder must sit "
-                    "beside the repository (as in CI)")
+    assert FIXTURES.is_dir(), f"RLlib fixtures missing at {FIXTURES}"
     return FIXTURES
