@@ -24,6 +24,10 @@ import numpy as np
 from rljax_offline import spaces as sp
 from rljax_offline.models.distributions import Distribution, for_space
 
+# RLlib's model-config keys this package understands, with their defaults. `make_policy` and
+# the configs' `rl_module(model_config=...)` validate against this one table.
+MODEL_CONFIG_DEFAULTS: dict = {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}
+
 ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh, "swish": nn.swish, "silu": nn.silu,
                "elu": nn.elu, "linear": lambda x: x, None: lambda x: x}
 
@@ -65,6 +69,11 @@ class Policy(NamedTuple):
     obs_spec: Any
     act_spec: Any
 
+    def dist_inputs(self, params, batch: dict) -> jax.Array:
+        """`action_dist_inputs` for a learner batch (reads `obs`; what losses call, so that
+        models needing more columns, e.g. recurrent state, read them here)."""
+        return self.apply(params, batch["obs"])
+
     def logp(self, params, obs, actions):
         return self.dist.logp(self.apply(params, obs), actions)
 
@@ -88,10 +97,20 @@ def clip_to_bounds(act_spec: Any, actions: jax.Array) -> jax.Array:
     return jnp.clip(actions.reshape(actions.shape[0], *act_spec.shape), low, high)
 
 
+def check_model_config(model_config: dict) -> dict:
+    """`model_config` completed with the defaults; unknown keys are a named error."""
+    unknown = set(model_config) - set(MODEL_CONFIG_DEFAULTS)
+    if unknown:
+        raise ValueError(f"unknown model_config keys {sorted(unknown)}; supported: "
+                         f"{sorted(MODEL_CONFIG_DEFAULTS)}")
+    return {**MODEL_CONFIG_DEFAULTS, **model_config}
+
+
 def make_policy(obs_spec: Any, act_spec: Any, fcnet_hiddens: Sequence[int] = (256, 256),
                 fcnet_activation: str = "relu") -> Policy:
     """A policy for observations of `obs_spec` (Box, Discrete, MultiDiscrete, MultiBinary;
-    nested spaces need the flatten connector in front) and actions of `act_spec`."""
+    nested spaces need the flatten connector in front) and actions of `act_spec`.
+    The keyword arguments are RLlib's model-config keys (`MODEL_CONFIG_DEFAULTS`)."""
     obs_spec, act_spec = sp.to_spec(obs_spec), sp.to_spec(act_spec)
     if fcnet_activation not in ACTIVATIONS:
         raise ValueError(f"fcnet_activation must be one of {sorted(map(str, ACTIVATIONS))}, "
