@@ -48,13 +48,18 @@ def cmd_record(args) -> int:
 
 
 def _config_from_args(args):
-    from rljax_offline.config import BCConfig
+    from rljax_offline.algorithms import config_class
 
-    return (BCConfig()
+    config = config_class(args.algo)()
+    training = {k: v for k, v in vars(args).items() if k.startswith("algo__")}
+    training = {k[len("algo__"):]: v for k, v in training.items()}
+    if args.lr is not None:
+        training["lr"] = args.lr
+    return (config
             .environment(args.env)
             .offline_data(input_=args.input, **_read_kwargs(args))
-            .training(lr=args.lr, train_batch_size_per_learner=args.batch_size,
-                      num_updates_per_iteration=args.updates_per_iteration)
+            .training(train_batch_size_per_learner=args.batch_size,
+                      num_updates_per_iteration=args.updates_per_iteration, **training)
             .learners(num_devices=args.num_devices)
             .evaluation(evaluation_interval=args.eval_interval,
                         evaluation_duration=args.eval_episodes)
@@ -68,14 +73,42 @@ def cmd_train(args) -> int:
     summary = run_training(_config_from_args(args), iterations=args.iterations,
                            stop_return=args.stop_return, out_dir=args.out,
                            progress=not args.quiet, emit=_emit)
-    _emit({"command": "train", **summary})
+    _emit({"command": "train", "algo": args.algo, **summary})
     return 0
 
 
-def cmd_evaluate(args) -> int:
-    from rljax_offline.algorithm import BC
+def _add_algorithm_options(p: argparse.ArgumentParser, algo: str) -> None:
+    """One flag per training option the algorithm adds to the base config (`--beta`,
+    `--min-q-weight`, ...), with its doc and default; left out, the config's default holds."""
+    from rljax_offline.algorithms import AlgorithmConfig, config_class
 
-    algo = BC.from_checkpoint(args.checkpoint)
+    cls = config_class(algo)
+    base = {f.name for f in AlgorithmConfig.options("training")}
+    group = p.add_argument_group(f"{algo} options")
+    for f in cls.options("training"):
+        if f.name in base:
+            continue
+        default = cls.__dataclass_fields__[f.name].default
+        kind = {bool: _parse_bool, int: int, float: float}.get(type(default), float)
+        group.add_argument(f"--{f.name.rstrip('_').replace('_', '-')}", dest=f"algo__{f.name}",
+                           type=kind, default=argparse.SUPPRESS, metavar=type(default).__name__
+                           if default is not None else "VALUE",
+                           help=f"{f.metadata['doc']} (default: {default})")
+
+
+def _parse_bool(text: str) -> bool:
+    low = text.lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def cmd_evaluate(args) -> int:
+    from rljax_offline.algorithms.algorithm import Algorithm
+
+    algo = Algorithm.from_checkpoint(args.checkpoint)
     result = algo.evaluate(num_episodes=args.episodes)
     _emit({"command": "evaluate", "checkpoint": args.checkpoint, **result})
     return 0
@@ -109,7 +142,9 @@ def cmd_demo(args) -> int:
 # ---------------------------------------------------------------------- parser
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
+    """The CLI; `train`'s algorithm-specific flags are those of `algo`."""
+    from rljax_offline.algorithms import names
     ap = argparse.ArgumentParser(prog="rljax-offline", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
 
@@ -123,13 +158,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_record)
 
-    p = sub.add_parser("train", help="behavior cloning from Parquet data")
+    p = sub.add_parser("train", help="train an offline algorithm (BC, MARWIL, CQL, IQL) "
+                       "from Parquet data")
+    p.add_argument("--algo", default="bc", choices=names(),
+                   help="the algorithm; `train --algo NAME --help` lists its own options")
     p.add_argument("--input", required=True, nargs="+")
     p.add_argument("--env", default="CartPole-v1")
     p.add_argument("--iterations", type=int, default=50)
     p.add_argument("--stop-return", type=float, default=None,
                    help="stop once the evaluation return mean reaches this")
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr", type=float, default=None,
+                   help="learning rate (default: the algorithm's)")
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--updates-per-iteration", type=int, default=100)
     p.add_argument("--hiddens", type=int, nargs="+", default=[256, 256])
@@ -137,10 +176,11 @@ def build_parser() -> argparse.ArgumentParser:
                    type=lambda s: s if s == "all" else int(s))
     p.add_argument("--eval-interval", type=int, default=1)
     p.add_argument("--eval-episodes", type=int, default=5)
-    p.add_argument("--out", default="rljax_runs/bc")
+    p.add_argument("--out", default="rljax_runs/run")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
     _add_read_options(p)
+    _add_algorithm_options(p, algo)
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("evaluate", help="evaluate a saved checkpoint in its env")
@@ -170,8 +210,19 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _algo_of(argv: list[str]) -> str:
+    """The `--algo` value of a `train` command line (before the full parse), default bc."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--algo", default="bc")
+    algo = pre.parse_known_args(argv)[0].algo
+    from rljax_offline.algorithms import names
+
+    return algo if algo in names() else "bc"  # an unknown name fails in the full parse
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(_algo_of(argv)).parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         return args.func(args)

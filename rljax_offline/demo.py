@@ -10,8 +10,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rljax_offline.config import BCConfig
+from rljax_offline.algorithms.algorithm import Algorithm
 from rljax_offline.data import read_episodes
+from rljax_offline.learners.bc import BCConfig
 from rljax_offline.plotting import save_return_histogram
 from rljax_offline.runners.env_runner import record_expert
 from rljax_offline.training_loop import run_training
@@ -44,9 +45,7 @@ def run_demo(out_dir: str = "demo_output", num_episodes: int = 500, seed: int = 
     summary = run_training(config, iterations=30, stop_return=TARGET + 25, out_dir=run_dir,
                            progress=progress, emit=emit, resume=False)
 
-    from rljax_offline.algorithm import BC
-
-    algo = BC.from_checkpoint(summary["checkpoint"])
+    algo = Algorithm.from_checkpoint(summary["checkpoint"])
     final = algo.evaluate(num_episodes=20)
     algo.stop()
     expert_returns = [ep.get_return() for ep in read_episodes(data)]

@@ -39,28 +39,37 @@ def _save_atomic(plt, fig, path: str) -> str:
     return path
 
 
+def main_loss(learner_metrics: dict) -> tuple[str, float]:
+    """The loss a curve shows: the total loss (mean over the iteration's updates) where the
+    algorithm reports one, else its policy or Q loss."""
+    for name in ("total_loss", "policy_loss", "qf_loss", "vf_loss"):
+        for key in (f"{name}_mean", name):
+            if key in learner_metrics:
+                return name, learner_metrics[key]
+    raise KeyError(f"no loss among the learner metrics {sorted(learner_metrics)}")
+
+
 def save_learning_curve(history: Sequence[dict], path: str, *, title: str = "BC training",
                         target_return: float | None = None) -> str:
-    """Plots training loss and evaluation return per iteration from `BC.train()` results.
+    """Plots training loss and evaluation return per iteration from `Algorithm.train()` results.
 
     Args:
-      history: result dicts with `training_iteration`, `learners/default_policy/policy_loss`
+      history: result dicts with `training_iteration`, `learners/default_policy/<loss>`
         and, where evaluated, `evaluation/env_runners/episode_return_mean` (nested dicts).
       path: where to write the PNG (atomically).
       target_return: draws a dashed line at this return (e.g. 450 for CartPole).
     """
     plt, fig, (ax_loss, ax_ret) = _figure(2)
     it = [r["training_iteration"] for r in history]
-    loss = [r["learners"]["default_policy"].get("policy_loss_mean",
-                                                 r["learners"]["default_policy"]["policy_loss"])
-            for r in history]
+    loss = [main_loss(r["learners"]["default_policy"])[1] for r in history]
+    loss_name = main_loss(history[0]["learners"]["default_policy"])[0] if history else "loss"
     ax_loss.plot(it, loss, color="tab:blue")
     from matplotlib.ticker import MaxNLocator
 
     for ax in (ax_loss, ax_ret):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax_loss.set_xlabel("training iteration")
-    ax_loss.set_ylabel("policy loss (NLL)")
+    ax_loss.set_ylabel(loss_name.replace("_", " "))
     ax_loss.set_yscale("log" if min(loss) > 0 else "linear")
     ax_loss.set_title(f"{title}: loss")
     ev = [(r["training_iteration"], r["evaluation"]["env_runners"])

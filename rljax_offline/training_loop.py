@@ -8,14 +8,13 @@ import os
 import time
 from collections.abc import Callable
 
-from rljax_offline.config import BCConfig
-from rljax_offline.plotting import save_learning_curve
+from rljax_offline.algorithms.config import AlgorithmConfig
+from rljax_offline.plotting import main_loss, save_learning_curve
 
 
 def _short(result: dict) -> dict:
-    learner = result["learners"]["default_policy"]
-    row = {"iteration": result["training_iteration"],
-           "policy_loss": round(learner["policy_loss"], 5),
+    name, loss = main_loss(result["learners"]["default_policy"])
+    row = {"iteration": result["training_iteration"], name: round(loss, 5),
            "time_this_iter_s": round(result["time_this_iter_s"], 3)}
     if "evaluation" in result:
         ev = result["evaluation"]["env_runners"]
@@ -23,12 +22,13 @@ def _short(result: dict) -> dict:
     return row
 
 
-def run_training(config: BCConfig, *, iterations: int = 50, stop_return: float | None = None,
+def run_training(config: AlgorithmConfig, *, iterations: int = 50, stop_return: float | None = None,
                  out_dir: str = "rljax_runs/bc", progress: bool = True,
                  emit: Callable[[dict], None] | None = None, resume: bool = True) -> dict:
-    """Trains BC for up to `iterations` (stopping once the evaluation return mean reaches
-    `stop_return`), checkpointing to `out_dir/checkpoint` after every iteration, so an
-    interrupted run resumes from its last checkpoint when started again with `resume=True`.
+    """Trains the config's algorithm for up to `iterations` (stopping once the evaluation
+    return mean reaches `stop_return`), checkpointing to `out_dir/checkpoint` after every
+    iteration, so an interrupted run resumes from its last checkpoint when started again
+    with `resume=True`.
 
     Writes `out_dir/metrics.jsonl` and `out_dir/learning_curve.png`; returns a summary.
     """
@@ -44,8 +44,8 @@ def run_training(config: BCConfig, *, iterations: int = 50, stop_return: float |
     reached = False
     metrics_path = os.path.join(out_dir, "metrics.jsonl")
     with open(metrics_path, "a") as log, tqdm(total=iterations, initial=algo.iteration,
-                                              desc="BC training", disable=not progress,
-                                              unit="it") as bar:
+                                              desc=f"{config.algo_name.upper()} training",
+                                              disable=not progress, unit="it") as bar:
         while algo.iteration < iterations:
             result = algo.train()
             row = _short(result)

@@ -3,10 +3,12 @@ Discrete actions, `concat([mean, log_std])` of a diagonal Gaussian for Box actio
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from rljax_offline import spaces as sp
 
@@ -21,6 +23,8 @@ class Distribution(NamedTuple):
     sample: callable      # (inputs, rng) -> actions
     greedy: callable      # inputs -> actions (argmax / mean)
     entropy: callable     # inputs -> [...]
+    # (inputs, rng) -> (actions, logp), reparameterised (gradients flow through the actions)
+    sample_and_logp: callable = None
 
 
 def categorical(n: int) -> Distribution:
@@ -32,10 +36,14 @@ def categorical(n: int) -> Distribution:
         logp_all = jax.nn.log_softmax(inputs, axis=-1)
         return -jnp.sum(jnp.exp(logp_all) * logp_all, axis=-1)
 
+    def sample(inputs, rng):
+        return jax.random.categorical(rng, inputs, axis=-1)
+
     return Distribution(
-        dist_dim=n, logp=logp,
-        sample=lambda inputs, rng: jax.random.categorical(rng, inputs, axis=-1),
-        greedy=lambda inputs: jnp.argmax(inputs, axis=-1), entropy=entropy)
+        dist_dim=n, logp=logp, sample=sample,
+        greedy=lambda inputs: jnp.argmax(inputs, axis=-1), entropy=entropy,
+        sample_and_logp=lambda inputs, rng: (sample(inputs, rng),
+                                             logp(inputs, sample(inputs, rng))))
 
 
 def diag_gaussian(dim: int) -> Distribution:
@@ -56,8 +64,76 @@ def diag_gaussian(dim: int) -> Distribution:
         _, log_std = split(inputs)
         return jnp.sum(log_std + 0.5 * jnp.log(2 * jnp.pi * jnp.e), axis=-1)
 
+    def sample_and_logp(inputs, rng):
+        actions = sample(inputs, rng)
+        return actions, logp(inputs, actions)
+
     return Distribution(dist_dim=2 * dim, logp=logp, sample=sample,
-                        greedy=lambda inputs: split(inputs)[0], entropy=entropy)
+                        greedy=lambda inputs: split(inputs)[0], entropy=entropy,
+                        sample_and_logp=sample_and_logp)
+
+
+def action_scaler(act_spec: Any) -> tuple[Callable, Callable]:
+    """`(to_unit, from_unit)`: Box actions to [-1, 1] by the space's bounds and back
+    (identity for unbounded dimensions)."""
+    act_spec = sp.to_spec(act_spec)
+    low = np.asarray(act_spec.low, np.float32).reshape(-1)
+    high = np.asarray(act_spec.high, np.float32).reshape(-1)
+    bounded = np.isfinite(low) & np.isfinite(high)
+    mid = np.where(bounded, (high + low) / 2, 0.0).astype(np.float32)
+    half = np.where(bounded, (high - low) / 2, 1.0).astype(np.float32)
+
+    def to_unit(a):
+        return (a.reshape(a.shape[0], -1) - mid) / half
+
+    def from_unit(u):
+        return u * half + mid
+
+    return to_unit, from_unit
+
+
+def squashed_gaussian(spec: sp.BoxSpec, eps: float = 1e-6) -> Distribution:
+    """A tanh-squashed diagonal Gaussian over a bounded Box (SAC's and CQL's actor).
+
+    `u ~ N(mean, std)`, `a = low + (tanh(u) + 1) / 2 * (high - low)`: sampled and greedy
+    actions are env actions inside the bounds, so data actions need no rescaling. `logp` is
+    the density of `tanh(u)` in the unit box (the tanh Jacobian included, the constant
+    bounds scaling left out), the space SAC's target entropy `-dim` refers to. `entropy` is
+    the base Gaussian's (the squashed one has no closed form).
+    """
+    to_unit, from_unit = action_scaler(spec)
+    base = diag_gaussian(int(sp.flat_dim(spec)))
+    shape = tuple(spec.shape)
+
+    def split(inputs):
+        mean, log_std = jnp.split(inputs, 2, axis=-1)
+        return mean, jnp.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
+
+    def unit_logp(u, t, mean, log_std):
+        z = (u - mean) / jnp.exp(log_std)
+        gauss = jnp.sum(-0.5 * z**2 - log_std - 0.5 * jnp.log(2 * jnp.pi), axis=-1)
+        return gauss - jnp.sum(jnp.log(1.0 - t**2 + eps), axis=-1)
+
+    def to_env(t):
+        return from_unit(t).reshape(*t.shape[:-1], *shape)
+
+    def logp(inputs, actions):
+        mean, log_std = split(inputs)
+        t = jnp.clip(to_unit(actions.reshape(mean.shape[0], -1)).reshape(mean.shape),
+                     -1 + eps, 1 - eps)
+        return unit_logp(jnp.arctanh(t), t, mean, log_std)
+
+    def sample_and_logp(inputs, rng):
+        mean, log_std = split(inputs)
+        u = mean + jnp.exp(log_std) * jax.random.normal(rng, mean.shape)
+        t = jnp.tanh(u)
+        return to_env(t), unit_logp(u, t, mean, log_std)
+
+    return Distribution(
+        dist_dim=base.dist_dim, logp=logp,
+        sample=lambda inputs, rng: sample_and_logp(inputs, rng)[0],
+        greedy=lambda inputs: to_env(jnp.tanh(split(inputs)[0])),
+        entropy=base.entropy, sample_and_logp=sample_and_logp)
 
 
 def for_space(spec: sp.SpaceSpec) -> Distribution:

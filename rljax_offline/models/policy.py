@@ -46,9 +46,13 @@ def encode_observations(obs_spec: sp.SpaceSpec, obs: jax.Array) -> jax.Array:
 
 
 class MLP(nn.Module):
+    """Dense layers with `activation`, then a linear output layer whose initial weights are
+    scaled by `final_scale` (0.01 for policy heads: near-uniform initial actions)."""
+
     hiddens: Sequence[int]
     activation: str
     out_dim: int
+    final_scale: float = 1.0
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -56,7 +60,7 @@ class MLP(nn.Module):
         for h in self.hiddens:
             x = act(nn.Dense(h)(x))
         return nn.Dense(self.out_dim, kernel_init=nn.initializers.variance_scaling(
-            0.01, "fan_in", "truncated_normal"))(x)
+            self.final_scale, "fan_in", "truncated_normal"))(x)
 
 
 class Policy(NamedTuple):
@@ -119,7 +123,7 @@ def make_policy(obs_spec: Any, act_spec: Any, fcnet_hiddens: Sequence[int] = (25
         raise ValueError(f"the policy takes flat observations, got {obs_spec}; add the "
                          "flatten connector in front of it")
     dist = for_space(act_spec)
-    net = MLP(tuple(int(h) for h in fcnet_hiddens), fcnet_activation, dist.dist_dim)
+    net = MLP(tuple(int(h) for h in fcnet_hiddens), fcnet_activation, dist.dist_dim, 0.01)
     dummy = jnp.zeros((1, sp.flat_dim(obs_spec)), jnp.float32)
 
     def apply(params, obs):

@@ -1,13 +1,21 @@
-"""`BC`: behavior cloning from offline data, built from a `BCConfig`.
+"""`Algorithm`: any registered offline algorithm, built from its config.
 
-`train()` runs one iteration (`num_updates_per_iteration` updates, one jitted `lax.scan` over
-all selected devices) and returns RLlib-style metrics; `evaluate()` runs the greedy policy in
-the env; `save()`/`restore()` checkpoint everything needed to resume exactly.
+The algorithm is the same for BC, MARWIL, CQL, IQL and the user's own: its config supplies a
+`Learner` (networks and losses), the learner core trains it data-parallel, and this class does
+what is around it: spaces from the env, connector pipelines, reading the data, iterations,
+evaluation in the env, checkpoints.
+
+`train()` runs one iteration (`num_updates_per_iteration` updates in one jitted `lax.scan`
+over all selected devices) and returns RLlib-style metrics; `evaluate()` runs the greedy
+policy in the env; `save()`/`restore()` checkpoint the whole `TrainState` (every network,
+target copies, each optimizer state, RNG, connector state) and `Algorithm.from_checkpoint`
+rebuilds any registered algorithm from its folder; resume is exact.
 
 Data: with `materialize_data=True` (default) the episodes are read once, turned into learner
 columns by the learner connector pipeline (jitted, over length-bucketed `EpisodeBatch`es) and
-kept on the devices. With `materialize_data=False` the episodes stream from the files through
-a shuffle buffer, and each update takes exactly `train_batch_size_per_learner` timesteps.
+kept on the devices; network-dependent columns (MARWIL's value targets) are computed inside
+each update. With `materialize_data=False` the episodes stream from the files through a
+shuffle buffer, and each update takes exactly `train_batch_size_per_learner` timesteps.
 """
 
 from __future__ import annotations
@@ -20,33 +28,34 @@ import gymnasium as gym
 import jax
 import numpy as np
 
+from rljax_offline.algorithms import registry
+from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.batch import EpisodeBatch
-from rljax_offline.config import BCConfig
 from rljax_offline.connectors import (
     Context,
     Spaces,
     default_env_to_module,
     default_learner,
     default_module_to_env,
+    pipeline,
 )
 from rljax_offline.episode import Episode
 from rljax_offline.learners import checkpoint as ckpt
-from rljax_offline.learners.bc import (
+from rljax_offline.learners.core import (
     DataParallel,
+    Learner,
     TrainState,
     init_state,
-    make_optimizer,
-    make_update,
     prefetch_to_device,
     select_devices,
 )
-from rljax_offline.models.policy import make_policy
 
 MODULE_ID = "default_policy"
+CHECKPOINT_FORMAT = 2
 _EPISODES_PER_BATCH = 64
 
 
-def _env_spaces(config: BCConfig) -> tuple[gym.Space, gym.Space]:
+def _env_spaces(config: AlgorithmConfig) -> tuple[gym.Space, gym.Space]:
     env = (gym.make(config.env, **config.env_config) if isinstance(config.env, str)
            else config.env(dict(config.env_config)))
     try:
@@ -66,19 +75,31 @@ def _chunks(stream: Iterator, size: int) -> Iterator[list]:
         yield chunk
 
 
-class BC:
-    """Behavior cloning (see the module docstring). Build with `BCConfig(...).build()`."""
+class _PolicyView:
+    """What acting needs of a learner, in the shape `ConnectorPolicy` takes (a policy
+    with `apply(params, obs)`): the learner's `act` over all its params."""
 
-    def __init__(self, config: BCConfig):
+    def __init__(self, learner: Learner):
+        self.apply, self.dist = learner.act, learner.dist
+
+
+class Algorithm:
+    """An offline RL algorithm (see the module docstring). Build with `SomeConfig().build()`."""
+
+    def __init__(self, config: AlgorithmConfig):
         config.validate()
         self.config = config
         obs_space, act_space = _env_spaces(config)
         self.spaces = Spaces.of(obs_space, act_space)
         self._obs_space = obs_space
+        config.check_spaces(self.spaces.observation, self.spaces.action)
         custom = list(config.learner_connector(self.spaces)) if config.learner_connector else []
-        self.learner_connector = default_learner(
+        base = default_learner(
             self.spaces, *custom,
             add_default_connectors=config.add_default_connectors_to_learner_pipeline)
+        out = base.out_spaces(self.spaces)
+        self.learner: Learner = config.make_learner(out.observation, out.action)
+        self.learner_connector = pipeline(base, *self.learner.learner_connector)
         e2m_custom = (list(config.env_to_module_connector(self.spaces))
                       if config.env_to_module_connector else custom)
         self._n_shared = len(custom) if config.env_to_module_connector is None else 0
@@ -86,18 +107,11 @@ class BC:
             self.spaces, *e2m_custom,
             add_default_connectors=config.add_default_connectors_to_env_to_module_pipeline)
         self.module_to_env_connector = default_module_to_env(self.spaces)
-        out = self.learner_connector.out_spaces(self.spaces)
-        mc = config.model_config
-        self.policy = make_policy(out.observation, out.action,
-                                  fcnet_hiddens=mc.get("fcnet_hiddens", (256, 256)),
-                                  fcnet_activation=mc.get("fcnet_activation", "relu"))
-        self.optimizer = make_optimizer(config.lr, config.grad_clip)
         self.devices = select_devices(config.num_devices)
-        self.dp = DataParallel(make_update(self.policy, self.optimizer), self.devices,
-                               config.train_batch_size_per_learner)
+        self.dp = DataParallel(self.learner, self.devices, config.train_batch_size_per_learner,
+                               mode=config.update_mode)
         self.state: TrainState = self.dp.put_replicated(init_state(
-            self.policy, self.optimizer, config.seed,
-            connector_state=self.learner_connector.init(self.spaces)))
+            self.learner, config.seed, connector_state=self.learner_connector.init(self.spaces)))
         self.iteration = 0
         self.history: list[dict] = []
         self._learner_apply = jax.jit(self.learner_connector.apply)
@@ -109,6 +123,10 @@ class BC:
         self._runner = None
         self.timers: dict[str, float] = {}
 
+    @property
+    def algo_name(self) -> str:
+        return self.config.algo_name
+
     # ------------------------------------------------------------------ data
 
     def _read_options(self) -> dict:
@@ -119,7 +137,8 @@ class BC:
                     on_bad_file=c.on_bad_file, observation_space=self._obs_space)
 
     def _columns(self, episodes: list[Episode], connector_state: Any, fit: bool):
-        """Learner columns of `episodes` (padding rows dropped), and the connector state."""
+        """The learner's columns of `episodes` (padding rows dropped), and the connector
+        state (fitted on `episodes` first when `fit`)."""
         apply = self._learner_apply
         episodes = sorted(episodes, key=len)
         groups = [episodes[i:i + _EPISODES_PER_BATCH]
@@ -129,11 +148,16 @@ class BC:
         if fit and jax.tree_util.tree_leaves(connector_state):
             for eb in batches:
                 _, _, connector_state = apply(connector_state, eb, {}, Context())
-        cols: dict[str, list] = {"obs": [], "actions": []}
+        wanted = self.learner.columns
+        cols: dict[str, list] = {k: [] for k in wanted}
         for eb in batches:
             _, batch, _ = apply(connector_state, eb, {}, Context(frozen=True))
+            missing = [k for k in wanted if k not in batch]
+            if missing:
+                raise KeyError(f"the {self.algo_name} learner reads columns {missing} that the "
+                               f"learner pipeline does not make; it makes {sorted(batch)}")
             keep = np.asarray(batch["loss_mask"])
-            for k in cols:
+            for k in wanted:
                 cols[k].append(jax.tree_util.tree_map(lambda x, keep=keep: np.asarray(x)[keep],
                                                       batch[k]))
         out = {k: jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *v)
@@ -154,7 +178,7 @@ class BC:
         from rljax_offline.data import read_episodes
 
         if self.config.input_ is None:
-            raise ValueError("no offline data: set config.offline_data(input_=...)")
+            raise ConfigError("no offline data: set config.offline_data(input_=...)")
         t0 = time.perf_counter()
         if self.config.materialize_data:
             episodes = read_episodes(self.config.input_, **self._read_options())
@@ -163,7 +187,7 @@ class BC:
             cols, cstate = self._columns(episodes, self.state.connector_state, fit=True)
             self.state = self.dp.put_replicated(self.state._replace(connector_state=cstate))
             self._data = self.dp.put_replicated(cols)
-            self.num_timesteps = int(len(cols["actions"]))
+            self.num_timesteps = int(len(jax.tree_util.tree_leaves(cols)[0]))
             self.num_episodes = len(episodes)
         else:
             self._stream = prefetch_to_device(self._global_batches(), self.dp.sharded,
@@ -178,6 +202,7 @@ class BC:
         per_read = self.config.input_read_batch_size or 16
         buf: dict | None = None
         epoch = 0
+        n_rows = lambda tree: len(jax.tree_util.tree_leaves(tree)[0])
         while True:
             seen = 0
             for chunk in _chunks(self._episode_stream(epoch), per_read):
@@ -187,7 +212,7 @@ class BC:
                 cols, self._stream_cstate = self._columns(chunk, self._stream_cstate, fit=True)
                 buf = cols if buf is None else jax.tree_util.tree_map(
                     lambda a, b: np.concatenate([a, b]), buf, cols)
-                while len(buf["actions"]) >= B:
+                while n_rows(buf) >= B:
                     yield jax.tree_util.tree_map(lambda x: x[:B], buf)
                     buf = jax.tree_util.tree_map(lambda x: x[B:], buf)
             if not seen:
@@ -214,13 +239,16 @@ class BC:
             self.state = self.state._replace(
                 connector_state=self.dp.put_replicated(self._stream_cstate))
         metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+        extra = {k: float(v) for k, v in jax.device_get(self.state.extra).items()
+                 if np.ndim(v) == 0}
         update_s = time.perf_counter() - t_upd
         self.iteration += 1
         steps = n * self.config.train_batch_size_per_learner
-        learner = {**metrics, "num_module_steps_trained": steps,
+        learner = {**metrics, **extra, "num_module_steps_trained": steps,
                    "num_module_steps_trained_lifetime": steps * self.iteration}
         result = {
             "training_iteration": self.iteration,
+            "algorithm": self.algo_name,
             "learners": {MODULE_ID: learner, "__all_modules__": {
                 "num_env_steps_trained": steps,
                 "num_env_steps_trained_lifetime": steps * self.iteration,
@@ -237,9 +265,10 @@ class BC:
     # ------------------------------------------------------------------ acting
 
     def _e2m_state(self):
-        """The env-to-module state: the learner's fitted state for the shared custom pieces."""
+        """The env-to-module state: the learner's fitted state for the shared custom pieces
+        (the learner pipeline's state is (defaults-with-custom, *algorithm pieces))."""
         fresh = self.env_to_module_connector.init(self.spaces)
-        learned = jax.device_get(self.state.connector_state)
+        learned = jax.device_get(self.state.connector_state)[0]
         return tuple(learned[:self._n_shared]) + tuple(fresh[self._n_shared:])
 
     def actor(self, explore: bool | None = None):
@@ -249,9 +278,9 @@ class BC:
         explore = self.config.evaluation_explore if explore is None else explore
         if self._actor is None or self._actor.explore != explore:
             self._actor = ConnectorPolicy(
-                self.policy, None, self.spaces, self.env_to_module_connector, None,
-                self.module_to_env_connector, lookback=self.config.episode_lookback_horizon,
-                explore=explore)
+                _PolicyView(self.learner), None, self.spaces, self.env_to_module_connector,
+                None, self.module_to_env_connector,
+                lookback=self.config.episode_lookback_horizon, explore=explore)
         self._actor.params = jax.device_get(self.state.params)
         self._actor.e2m_state = self._e2m_state()
         return self._actor
@@ -289,31 +318,36 @@ class BC:
     # ------------------------------------------------------------------ checkpoints
 
     def save(self, path: str) -> str:
-        meta = {"format": 1, "config": self.config.to_dict(), "iteration": self.iteration,
+        """An atomic checkpoint of everything needed to resume exactly."""
+        meta = {"format": CHECKPOINT_FORMAT, "algorithm": self.algo_name,
+                "config": self.config.to_dict(), "iteration": self.iteration,
                 "history": self.history}
         return ckpt.save_checkpoint(path, self.state, meta)
 
     def restore(self, path: str) -> None:
         """Loads a checkpoint of this algorithm; training continues exactly where it was."""
         meta = ckpt.load_meta(path)
+        saved = meta.get("algorithm", "bc")
+        if saved != self.algo_name:
+            raise ValueError(f"checkpoint {path!r} holds a {saved!r} algorithm, not "
+                             f"{self.algo_name!r}; use Algorithm.from_checkpoint(path)")
         self.state = self.dp.put_replicated(ckpt.load_state(path, self.state))
         self._stream_cstate = None
         self.iteration = int(meta["iteration"])
         self.history = list(meta.get("history", []))
 
     @classmethod
-    def from_checkpoint(cls, path: str, config: BCConfig | None = None) -> BC:
-        """Rebuilds the algorithm from a checkpoint (its saved config unless one is given)."""
+    def from_checkpoint(cls, path: str, config: AlgorithmConfig | None = None) -> Algorithm:
+        """Rebuilds any registered algorithm from a checkpoint (its saved config unless one
+        is given: needed when the run used custom connector pieces, which are code)."""
+        meta = ckpt.load_meta(path)
         if config is None:
-            saved = ckpt.load_meta(path)["config"]
+            saved = meta["config"]
             if saved.get("learner_connector") or saved.get("env_to_module_connector"):
                 raise ValueError("this checkpoint was trained with custom connector pieces: "
-                                 "pass the same config to BC.from_checkpoint(path, config)")
-            fields = {k: v for k, v in saved.items() if k in BCConfig.__dataclass_fields__
-                      and k not in ("learner_connector", "env_to_module_connector",
-                                    "input_filesystem")}
-            config = BCConfig(**fields)
-        algo = cls(config)
+                                 "pass the same config to from_checkpoint(path, config)")
+            config = registry.config_class(meta.get("algorithm", "bc")).from_dict(saved)
+        algo = config.build()
         algo.restore(path)
         return algo
 

@@ -1,0 +1,329 @@
+"""`AlgorithmConfig`: immutable configs with RLlib's method groups and parameter names.
+
+Every field is declared once with `option(default, group, check, doc)`. The group methods
+(`environment`, `offline_data`, `training`, `evaluation`, `learners`, `reporting`,
+`checkpointing`, `rl_module`, `env_runners`, `debugging`) take that group's keys as keyword
+arguments and return a new config; keys left out keep their value (RLlib's `NotProvided`).
+An unknown key, or a value of the wrong type or range, is a one-line `ConfigError` naming the
+key and what was expected, raised before anything compiles.
+
+An algorithm subclasses `AlgorithmConfig`, adds its own `training` options, names itself
+(`algo_name`, the registry key) and turns itself into a `Learner` in `make_learner`.
+
+Example:
+    >>> from rljax_offline import MARWILConfig
+    >>> config = (MARWILConfig()
+    ...           .environment("CartPole-v1")
+    ...           .offline_data(input_=["/tmp/cartpole"])
+    ...           .training(beta=1.0, lr=1e-3, train_batch_size_per_learner=1024))
+    >>> config.beta
+    1.0
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+from rljax_offline import spaces as sp
+from rljax_offline.models.policy import check_model_config
+
+GROUPS = ("environment", "offline_data", "training", "evaluation", "learners", "reporting",
+          "checkpointing", "rl_module", "env_runners", "debugging")
+
+
+class ConfigError(ValueError):
+    """A config key or value is invalid (named in the message)."""
+
+
+# ---------------------------------------------------------------------- checks
+# A check takes the value and returns None when fine, else what was expected.
+
+
+def positive_int(v) -> str | None:
+    ok = isinstance(v, int) and not isinstance(v, bool) and v > 0
+    return None if ok else "a positive int"
+
+
+def non_negative_int(v) -> str | None:
+    ok = isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    return None if ok else "an int >= 0"
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def positive_float(v) -> str | None:
+    return None if _number(v) and v > 0 else "a finite number > 0"
+
+
+def non_negative_float(v) -> str | None:
+    return None if _number(v) and v >= 0 else "a finite number >= 0"
+
+
+def any_float(v) -> str | None:
+    return None if _number(v) else "a finite number"
+
+
+def probability(v) -> str | None:
+    return None if _number(v) and 0 <= v <= 1 else "a number in [0, 1]"
+
+
+def unit_interval_open_left(v) -> str | None:
+    return None if _number(v) and 0 < v <= 1 else "a number in (0, 1]"
+
+
+def open_unit_interval(v) -> str | None:
+    return None if _number(v) and 0 < v < 1 else "a number in (0, 1)"
+
+
+def boolean(v) -> str | None:
+    return None if isinstance(v, bool) else "True or False"
+
+
+def dict_or_none(v) -> str | None:
+    return None if v is None or isinstance(v, dict) else "a dict or None"
+
+
+def callable_or_none(v) -> str | None:
+    return None if v is None or callable(v) else "a callable or None"
+
+
+def one_of(*choices) -> Callable[[Any], str | None]:
+    def check(v):
+        return None if v in choices else f"one of {list(choices)}"
+    return check
+
+
+def optional(check: Callable) -> Callable[[Any], str | None]:
+    def opt(v):
+        return None if v is None else (None if check(v) is None else f"None or {check(v)}")
+    return opt
+
+
+def either(*checks) -> Callable[[Any], str | None]:
+    def check(v):
+        errors = [c(v) for c in checks]
+        return None if None in errors else " or ".join(errors)
+    return check
+
+
+def option(default: Any, group: str, check: Callable | None = None, doc: str = ""):
+    """A config field: its default, its RLlib group, its check and a one-line doc."""
+    if group not in GROUPS:
+        raise ValueError(f"unknown config group {group!r}")
+    meta = {"group": group, "check": check, "doc": doc}
+    if isinstance(default, (dict, list)):
+        return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+# ---------------------------------------------------------------------- the base
+
+
+@dataclasses.dataclass(frozen=True)
+class AlgorithmConfig:
+    """Settings every algorithm shares (see the module docstring)."""
+
+    algo_name: ClassVar[str] = ""
+
+    # environment
+    env: Any = option("CartPole-v1", "environment", None,
+                      "gymnasium env id, or a factory env_config -> env, to evaluate in")
+    env_config: dict = option({}, "environment", dict_or_none, "kwargs for the env")
+    # offline_data
+    input_: Any = option(None, "offline_data", None,
+                         "files, folders, globs or URIs of the offline data")
+    input_read_episodes: bool = option(True, "offline_data", boolean,
+                                       "episode rows (True) or tabular rows (False)")
+    input_read_schema: dict | None = option(None, "offline_data", dict_or_none,
+                                            "column mapping for foreign tabular data")
+    input_filesystem: Any = option(None, "offline_data", None, "a pyarrow filesystem")
+    input_filesystem_kwargs: dict | None = option(None, "offline_data", dict_or_none,
+                                                  "kwargs for the filesystem")
+    input_read_batch_size: int | None = option(None, "offline_data", optional(positive_int),
+                                               "episodes read per streamed chunk")
+    materialize_data: bool = option(True, "offline_data", boolean,
+                                    "read the data once and keep it on the devices")
+    shuffle_buffer_size: int = option(0, "offline_data", non_negative_int,
+                                      "episodes in the streaming shuffle buffer")
+    prefetch_batches: int = option(2, "offline_data", non_negative_int,
+                                   "batches kept in flight when streaming")
+    on_bad_file: str = option("raise", "offline_data", one_of("raise", "skip"),
+                              "what to do with an unreadable file")
+    # training
+    lr: float = option(1e-3, "training", positive_float, "learning rate")
+    gamma: float = option(0.99, "training", probability, "discount factor")
+    train_batch_size_per_learner: int = option(1024, "training", positive_int,
+                                               "rows of one update, over all devices")
+    num_updates_per_iteration: int = option(100, "training", positive_int,
+                                            "updates per train() call")
+    grad_clip: float | None = option(None, "training", optional(positive_float),
+                                     "clip gradients by this global norm")
+    learner_connector: Callable | None = option(
+        None, "training", callable_or_none, "spaces -> extra learner connector pieces")
+    add_default_connectors_to_learner_pipeline: bool = option(
+        True, "training", boolean, "put the default learner pieces after the custom ones")
+    # learners
+    num_devices: int | str = option("all", "learners", either(one_of("all"), positive_int),
+                                    "'all' local devices or the first N")
+    update_mode: str = option("shard_map", "learners", one_of("shard_map", "pmap", "jit"),
+                              "how the per-device update runs (jit: one device)")
+    # evaluation
+    evaluation_interval: int = option(1, "evaluation", non_negative_int,
+                                      "evaluate every N iterations (0: never)")
+    evaluation_duration: int = option(5, "evaluation", positive_int, "episodes per evaluation")
+    evaluation_num_envs: int = option(5, "evaluation", positive_int, "vectorised eval envs")
+    evaluation_explore: bool = option(False, "evaluation", boolean,
+                                      "sample actions at evaluation instead of greedy")
+    # reporting
+    metrics_num_episodes_for_smoothing: int = option(
+        100, "reporting", positive_int, "episodes the return statistics average over")
+    # checkpointing
+    checkpoint_frequency: int = option(1, "checkpointing", non_negative_int,
+                                       "iterations between checkpoints in run_training")
+    # rl_module
+    model_config: dict = option({"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"},
+                                "rl_module", dict_or_none, "RLlib's model-config keys")
+    # env_runners
+    env_to_module_connector: Callable | None = option(
+        None, "env_runners", callable_or_none, "spaces -> extra env-to-module pieces")
+    add_default_connectors_to_env_to_module_pipeline: bool = option(
+        True, "env_runners", boolean, "put the default env-to-module pieces after the custom")
+    episode_lookback_horizon: int = option(0, "env_runners", non_negative_int,
+                                           "past steps env-to-module pieces read")
+    # debugging
+    seed: int = option(0, "debugging", non_negative_int, "seed of init, sampling and envs")
+
+    def __post_init__(self):
+        self.validate()
+
+    # ------------------------------------------------------------------ groups
+
+    @classmethod
+    def options(cls, group: str | None = None) -> list[dataclasses.Field]:
+        """The config's fields (of one group)."""
+        return [f for f in dataclasses.fields(cls)
+                if group is None or f.metadata.get("group") == group]
+
+    def _update(self, group: str, kwargs: dict) -> AlgorithmConfig:
+        valid = {f.name for f in self.options(group)}
+        unknown = sorted(set(kwargs) - valid)
+        if unknown:
+            raise ConfigError(f"{type(self).__name__}.{group}() got unknown key(s) {unknown}; "
+                              f"valid: {sorted(valid)}")
+        if group == "rl_module" and isinstance(kwargs.get("model_config"), dict):
+            kwargs = {**kwargs, "model_config": {**self.model_config, **kwargs["model_config"]}}
+        return dataclasses.replace(self, **kwargs)
+
+    def environment(self, env: Any = None, **kwargs) -> AlgorithmConfig:
+        """The env to evaluate in (a gymnasium id or a factory `env_config -> env`)."""
+        return self._update("environment", {**({"env": env} if env is not None else {}),
+                                            **kwargs})
+
+    def offline_data(self, **kwargs) -> AlgorithmConfig:
+        """Where the data is and how to read it (RLlib's names). `materialize_data=True`
+        keeps it on the devices; False streams it with a shuffle buffer and prefetch."""
+        return self._update("offline_data", kwargs)
+
+    def training(self, **kwargs) -> AlgorithmConfig:
+        """Optimizer, batch and the algorithm's own loss settings."""
+        return self._update("training", kwargs)
+
+    def evaluation(self, **kwargs) -> AlgorithmConfig:
+        """Evaluate every `evaluation_interval` iterations for `evaluation_duration` episodes."""
+        return self._update("evaluation", kwargs)
+
+    def learners(self, **kwargs) -> AlgorithmConfig:
+        """Which local devices the data-parallel learner uses, and how its update runs."""
+        return self._update("learners", kwargs)
+
+    def reporting(self, **kwargs) -> AlgorithmConfig:
+        return self._update("reporting", kwargs)
+
+    def checkpointing(self, **kwargs) -> AlgorithmConfig:
+        return self._update("checkpointing", kwargs)
+
+    def rl_module(self, **kwargs) -> AlgorithmConfig:
+        """`model_config` (merged into the current one): RLlib's model-config keys."""
+        return self._update("rl_module", kwargs)
+
+    def env_runners(self, **kwargs) -> AlgorithmConfig:
+        """Evaluation-side connectors; by default the env-to-module pipeline uses the learner
+        pipeline's custom pieces (one piece serves both)."""
+        return self._update("env_runners", kwargs)
+
+    def debugging(self, **kwargs) -> AlgorithmConfig:
+        return self._update("debugging", kwargs)
+
+    # ------------------------------------------------------------------ checks
+
+    def validate(self) -> None:
+        """Every field against its check; then the algorithm's cross-field rules."""
+        for f in dataclasses.fields(self):
+            check = f.metadata.get("check")
+            if check is None:
+                continue
+            expected = check(getattr(self, f.name))
+            if expected is not None:
+                raise ConfigError(f"{type(self).__name__}: {f.name} must be {expected}, got "
+                                  f"{getattr(self, f.name)!r}")
+        try:
+            check_model_config(self.model_config or {})
+        except ValueError as e:
+            raise ConfigError(f"{type(self).__name__}: {e}") from None
+
+    def check_spaces(self, obs_spec, act_spec) -> None:
+        """A named error for spaces this algorithm cannot handle (before compiling)."""
+        if not isinstance(act_spec, (sp.DiscreteSpec, sp.BoxSpec)):
+            raise ConfigError(f"{type(self).__name__} supports Discrete and Box action spaces, "
+                              f"got {act_spec}")
+
+    # ------------------------------------------------------------------ the algorithm
+
+    def make_learner(self, obs_spec, act_spec):
+        """The algorithm's `Learner` for (post-connector) observation and action specs."""
+        raise NotImplementedError(f"{type(self).__name__} does not define make_learner")
+
+    def build(self):
+        """The algorithm for this config (an `Algorithm`)."""
+        from rljax_offline.algorithms.algorithm import Algorithm
+
+        return Algorithm(self)
+
+    # ------------------------------------------------------------------ io
+
+    def to_dict(self) -> dict:
+        """JSON-friendly dict (callables and filesystems are shown by name only)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if callable(v) or (f.name == "input_filesystem" and v is not None):
+                v = getattr(v, "__name__", type(v).__name__)
+            elif isinstance(v, Sequence) and not isinstance(v, str):
+                v = list(v)
+            out[f.name] = v
+        return json.loads(json.dumps(out, default=str))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> AlgorithmConfig:
+        """A config from `to_dict()` output (keys this class does not know are a named
+        error; callables cannot be restored and must be passed again)."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - fields)
+        if unknown:
+            raise ConfigError(f"{cls.__name__} has no options {unknown}")
+        restorable = {k: v for k, v in d.items()
+                      if k not in ("learner_connector", "env_to_module_connector",
+                                   "input_filesystem")}
+        return cls(**restorable)
+
+    def help(self) -> str:
+        """One line per option: group, name, default, doc."""
+        return "\n".join(f"{f.metadata['group']:>14}  {f.name} = {getattr(self, f.name)!r}  "
+                         f"# {f.metadata['doc']}" for f in dataclasses.fields(self))

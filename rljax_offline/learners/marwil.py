@@ -1,0 +1,177 @@
+"""MARWIL (Wang et al. 2018, "Exponentially Weighted Imitation Learning"), as RLlib has it.
+
+The policy imitates the data weighted by `exp(beta * A / sqrt(m))`, where `A` are advantages
+against a learned value function and `m` a moving average of `A**2`; `beta=0` is behavior
+cloning (RLlib's `BCConfig` is MARWIL with `beta=0`, and so is ours). The value function
+regresses the discounted returns (GAE with `lambda_=1`, as RLlib's MARWIL learner pipeline),
+bootstrapped with `V` of the last observation where an episode was cut rather than ended.
+
+Where RLlib computes the value predictions once per batch in its learner pipeline, here they
+are computed inside the jitted update, every step, with the current value network:
+the learner pipeline only adds what does not depend on the networks (`returns_to_go`,
+`bootstrap_discount`, `bootstrap_obs`).
+
+Loss (one optimizer over policy and value, RLlib's `default_optimizer`):
+`policy_loss + vf_coeff * vf_loss`, with `policy_loss = -w * logp(a|s)` and
+`vf_loss = 0.5 * (V(s) - value_target)**2`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from rljax_offline import spaces as sp
+from rljax_offline.algorithms.config import (
+    AlgorithmConfig,
+    ConfigError,
+    non_negative_float,
+    option,
+    positive_float,
+    probability,
+)
+from rljax_offline.connectors.common import latest
+from rljax_offline.connectors.core import Connector, stateless
+from rljax_offline.learners.core import Learner, Loss, global_mean
+from rljax_offline.models.networks import value_network
+from rljax_offline.models.policy import make_policy
+
+
+def make_optimizer(lr: float, grad_clip: float | None = None) -> optax.GradientTransformation:
+    """Adam, after global-norm gradient clipping when `grad_clip` is set (RLlib's
+    `grad_clip` with `grad_clip_by="global_norm"`)."""
+    adam = optax.adam(lr)
+    return optax.chain(optax.clip_by_global_norm(grad_clip), adam) if grad_clip else adam
+
+
+def add_returns_to_go(gamma: float) -> Connector:
+    """Learner piece: per step, the discounted return to the end of the recorded episode
+    (`returns_to_go`), the discount `gamma**(steps left)` of the bootstrap value where the
+    episode did not terminate (`bootstrap_discount`, 0 where it did), and the observation to
+    bootstrap from (`bootstrap_obs`, the episode's last). With `V` of that observation,
+    `returns_to_go + bootstrap_discount * V` is RLlib's GAE value target at `lambda_=1`."""
+
+    def apply(episodes, batch, ctx):
+        T = episodes.max_len
+        mask = episodes.mask
+        rewards = jnp.where(mask, episodes.steps(episodes.rewards), 0.0).astype(jnp.float32)
+
+        def back(carry, r):
+            carry = r + gamma * carry
+            return carry, carry
+
+        _, rtg = jax.lax.scan(back, jnp.zeros(rewards.shape[0], jnp.float32), rewards.T,
+                              reverse=True)
+        left = episodes.lengths[:, None] - jnp.arange(T)[None, :]
+        cont = (~episodes.terminated)[:, None] & mask
+        discount = jnp.where(cont, jnp.power(gamma, left.astype(jnp.float32)), 0.0)
+        last = latest(episodes.observations, episodes)
+        boot = jax.tree_util.tree_map(
+            lambda x: jnp.broadcast_to(x[:, None], (x.shape[0], T, *x.shape[1:])), last)
+        B = rewards.shape[0]
+        return episodes, {**batch,
+                          "returns_to_go": rtg.T.reshape(B * T),
+                          "bootstrap_discount": discount.reshape(B * T),
+                          "bootstrap_obs": jax.tree_util.tree_map(
+                              lambda x: x.reshape(B * T, *x.shape[2:]), boot)}
+
+    return stateless(apply)
+
+
+@dataclasses.dataclass(frozen=True)
+class MARWILConfig(AlgorithmConfig):
+    """MARWIL with RLlib's parameter names and defaults."""
+
+    algo_name = "marwil"
+
+    lr: float = option(1e-4, "training", positive_float, "learning rate")
+    beta: float = option(1.0, "training", non_negative_float,
+                         "advantage weighting temperature; 0 is behavior cloning")
+    vf_coeff: float = option(1.0, "training", non_negative_float, "weight of the value loss")
+    bc_logstd_coeff: float = option(0.0, "training", non_negative_float,
+                                    "bonus on the Gaussian log-std (more exploration)")
+    moving_average_sqd_adv_norm_update_rate: float = option(
+        1e-8, "training", probability, "update rate of the squared-advantage moving average")
+    moving_average_sqd_adv_norm_start: float = option(
+        100.0, "training", positive_float, "its starting value")
+    lambda_: float = option(1.0, "training", probability,
+                            "GAE lambda (MARWIL uses 1: Monte-Carlo returns)")
+
+    def validate(self) -> None:
+        super().validate()
+        if self.lambda_ != 1.0:
+            raise ConfigError(f"{type(self).__name__}: lambda_ must be 1.0 (MARWIL's value "
+                              f"targets are discounted returns), got {self.lambda_!r}")
+
+    def make_learner(self, obs_spec, act_spec) -> Learner:
+        self.check_spaces(obs_spec, act_spec)
+        policy = make_policy(obs_spec, act_spec, **self.model_config)
+        optimizer = make_optimizer(self.lr, self.grad_clip)
+        act = lambda params, obs: policy.apply(params["policy"], obs)
+        if self.beta == 0.0:
+            return _bc_learner(policy, optimizer, act, self.bc_logstd_coeff)
+        value = value_network(obs_spec, self.model_config)
+        beta, rate, vf_coeff = self.beta, self.moving_average_sqd_adv_norm_update_rate, \
+            self.vf_coeff
+        logstd_coeff = self.bc_logstd_coeff
+
+        def init(rng):
+            k1, k2 = jax.random.split(rng)
+            return {"policy": policy.init(k1), "value": value.init(k2)}
+
+        def prepare(params, extra, batch, rng):
+            mask = batch["loss_mask"]
+            targets = batch["returns_to_go"] + batch["bootstrap_discount"] * value.apply(
+                params["value"], batch["bootstrap_obs"])
+            adv = targets - value.apply(params["value"], batch["obs"])
+            norm = extra["moving_avg_sqd_adv_norm"]
+            norm = norm + rate * (global_mean(adv**2, mask) - norm)
+            weights = jnp.exp(beta * adv / (1e-8 + jnp.sqrt(norm)))
+            batch = {**batch, "value_targets": jax.lax.stop_gradient(targets),
+                     "advantage_weights": jax.lax.stop_gradient(weights)}
+            return batch, {**extra, "moving_avg_sqd_adv_norm": norm}
+
+        def loss(params, batch, rng):
+            inputs = policy.dist_inputs(params["policy"], batch)
+            logp = policy.dist.logp(inputs, batch["actions"])
+            policy_loss = -batch["advantage_weights"] * logp - logstd_coeff * _log_std(
+                policy, inputs)
+            vf = value.apply(params["value"], batch["obs"])
+            vf_loss = 0.5 * (vf - batch["value_targets"]) ** 2
+            total = policy_loss + vf_coeff * vf_loss
+            return total, {"policy_loss": policy_loss, "vf_loss": vf_loss,
+                           "total_loss": total, "mean_advantage_weight":
+                           batch["advantage_weights"],
+                           "entropy": policy.dist.entropy(inputs)}
+
+        return Learner(init=init, act=act, dist=policy.dist, prepare=prepare,
+                       losses=(Loss("default_optimizer", ("policy", "value"), loss, optimizer),),
+                       extra_init={"moving_avg_sqd_adv_norm": jnp.float32(
+                           self.moving_average_sqd_adv_norm_start)},
+                       columns=("obs", "actions", "returns_to_go", "bootstrap_discount",
+                                "bootstrap_obs"),
+                       learner_connector=(add_returns_to_go(self.gamma),))
+
+
+def _log_std(policy, inputs):
+    """Summed Gaussian log-std of `action_dist_inputs` (0 for categorical policies)."""
+    if not isinstance(policy.act_spec, sp.BoxSpec):
+        return jnp.zeros(inputs.shape[:-1])
+    return jnp.sum(jnp.split(inputs, 2, axis=-1)[1], axis=-1)
+
+
+def _bc_learner(policy, optimizer, act, logstd_coeff: float) -> Learner:
+    """MARWIL at beta=0: the negative log-likelihood of the data's actions, no value net."""
+
+    def loss(params, batch, rng):
+        inputs = policy.dist_inputs(params["policy"], batch)
+        nll = -policy.dist.logp(inputs, batch["actions"]) - logstd_coeff * _log_std(
+            policy, inputs)
+        return nll, {"policy_loss": nll, "total_loss": nll,
+                     "entropy": policy.dist.entropy(inputs)}
+
+    return Learner(init=lambda rng: {"policy": policy.init(rng)}, act=act, dist=policy.dist,
+                   losses=(Loss("default_optimizer", ("policy",), loss, optimizer),))
