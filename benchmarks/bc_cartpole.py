@@ -33,7 +33,7 @@ def main():
 
     t_start = time.perf_counter()
     algo = (BCConfig().environment("CartPole-v1").offline_data(input_=data)
-            .training(train_batch_size_per_learner=1024,
+            .training(lr=1e-3, train_batch_size_per_learner=1024,
                       num_updates_per_iteration=args.updates_per_iteration)
             .evaluation(evaluation_interval=1, evaluation_duration=args.eval_episodes)
             .build())

@@ -19,14 +19,9 @@ import numpy as np
 import optax
 
 from rljax_offline.experts import cartpole_expert
-from rljax_offline.learners.bc import (
-    DataParallel,
-    init_state,
-    make_optimizer,
-    make_update,
-    select_devices,
-)
-from rljax_offline.models.policy import make_policy
+from rljax_offline import spaces as sp
+from rljax_offline.learners.bc import BCConfig
+from rljax_offline.learners.core import DataParallel, init_state, select_devices
 
 B, N_SCAN = 1024, 100
 
@@ -73,10 +68,10 @@ def bare_loop(obs, act):
 
 
 def ours(obs, act, num_devices):
-    policy = make_policy(gym.spaces.Box(-5, 5, (4,)), gym.spaces.Discrete(2), (256, 256))
-    opt = make_optimizer(1e-3)
-    dp = DataParallel(make_update(policy, opt), select_devices(num_devices), B)
-    state = dp.put_replicated(init_state(policy, opt, 0))
+    learner = BCConfig().training(lr=1e-3).make_learner(
+        sp.to_spec(gym.spaces.Box(-5, 5, (4,))), sp.to_spec(gym.spaces.Discrete(2)))
+    dp = DataParallel(learner, select_devices(num_devices), B)
+    state = dp.put_replicated(init_state(learner, 0))
     data = dp.put_replicated({"obs": obs, "actions": act})
     scan = dp.scan_on_device(N_SCAN)
 

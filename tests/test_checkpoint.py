@@ -3,28 +3,28 @@ state), config JSON, atomic replacement, exact resume of the learner's on-device
 
 import os
 
-import gymnasium as gym
 import jax
 import numpy as np
 import pytest
 from flax import serialization
-from learner_testlib import cartpole_bc_parts
+from learner_testlib import DISCRETE, learner_for, random_columns
 
 from rljax_offline.learners import checkpoint as ckpt
-from rljax_offline.learners.bc import (
-    DataParallel,
-    init_state,
-    make_update,
-    select_devices,
-)
-from rljax_offline.models.policy import make_policy
+from rljax_offline.learners.bc import BCConfig
+from rljax_offline.learners.core import DataParallel, init_state, select_devices
+
+
+def bc_learner(hiddens):
+    return learner_for(BCConfig().training(lr=1e-3).rl_module(
+        model_config={"fcnet_hiddens": list(hiddens)}), DISCRETE)
 
 
 @pytest.fixture(scope="module")
 def learner():
-    policy, opt, data = cartpole_bc_parts((32, 32), 2048)
-    dp = DataParallel(make_update(policy, opt), select_devices(2), 256)
-    return policy, opt, dp, dp.scan_on_device(10), dp.put_replicated(data)
+    bc = bc_learner((32, 32))
+    data = random_columns(bc.columns, *DISCRETE, 2048)
+    dp = DataParallel(bc, select_devices(2), 256)
+    return bc, None, dp, dp.scan_on_device(10), dp.put_replicated(data)
 
 
 def leaves_equal(a, b):
@@ -36,11 +36,11 @@ def leaves_equal(a, b):
 def test_round_trip_keeps_every_part_of_the_state(learner, tmp_path):
     policy, opt, dp, scan, data = learner
     cstate = ({"count": np.float32(7.0), "mean": np.arange(4, dtype=np.float32)},)
-    state = init_state(policy, opt, seed=3, connector_state=cstate)
+    state = init_state(policy, seed=3, connector_state=cstate)
     state, _ = scan(dp.put_replicated(state), data)
     config = {"lr": 1e-3, "fcnet_hiddens": [32, 32]}
     ckpt.save_checkpoint(str(tmp_path / "c"), state, {"config": config, "iteration": 1})
-    target = init_state(policy, opt, seed=99, connector_state=jax.tree_util.tree_map(
+    target = init_state(policy, seed=99, connector_state=jax.tree_util.tree_map(
         np.zeros_like, cstate))
     back = ckpt.load_state(str(tmp_path / "c"), target)
     assert leaves_equal(back, jax.device_get(state))
@@ -50,16 +50,16 @@ def test_round_trip_keeps_every_part_of_the_state(learner, tmp_path):
 
 def test_resume_then_train_equals_uninterrupted(learner, tmp_path):
     policy, opt, dp, scan, data = learner
-    straight = dp.put_replicated(init_state(policy, opt, seed=5))
+    straight = dp.put_replicated(init_state(policy, seed=5))
     losses = []
     for _ in range(3):
         straight, m = scan(straight, data)
         losses.append(float(m["policy_loss"]))
-    state, _ = scan(dp.put_replicated(init_state(policy, opt, seed=5)), data)
+    state, _ = scan(dp.put_replicated(init_state(policy, seed=5)), data)
     ckpt.save_checkpoint(str(tmp_path / "c"), state, {"iteration": 1})
     del state
     resumed = dp.put_replicated(ckpt.load_state(str(tmp_path / "c"),
-                                                init_state(policy, opt, seed=0)))
+                                                init_state(policy, seed=0)))
     for want in losses[1:]:
         resumed, m = scan(resumed, data)
         assert float(m["policy_loss"]) == want
@@ -69,7 +69,7 @@ def test_resume_then_train_equals_uninterrupted(learner, tmp_path):
 def test_save_is_atomic(learner, tmp_path, monkeypatch):
     policy, opt, *_ = learner
     path = str(tmp_path / "c")
-    first = init_state(policy, opt, seed=1)
+    first = init_state(policy, seed=1)
     ckpt.save_checkpoint(path, first, {"iteration": 1})
 
     def broken(_):
@@ -77,20 +77,19 @@ def test_save_is_atomic(learner, tmp_path, monkeypatch):
 
     monkeypatch.setattr(serialization, "to_bytes", broken)
     with pytest.raises(OSError, match="disk full"):
-        ckpt.save_checkpoint(path, init_state(policy, opt, seed=2), {"iteration": 2})
+        ckpt.save_checkpoint(path, init_state(policy, seed=2), {"iteration": 2})
     assert os.listdir(tmp_path) == ["c"]  # no temp folder left behind
     assert ckpt.load_meta(path)["iteration"] == 1
     assert leaves_equal(ckpt.load_state(path, first), jax.device_get(first))
     monkeypatch.undo()
-    ckpt.save_checkpoint(path, init_state(policy, opt, seed=2), {"iteration": 2})
+    ckpt.save_checkpoint(path, init_state(policy, seed=2), {"iteration": 2})
     assert ckpt.load_meta(path)["iteration"] == 2 and os.listdir(tmp_path) == ["c"]
 
 
 def test_mismatched_checkpoints_are_refused(learner, tmp_path):
     policy, opt, *_ = learner
-    ckpt.save_checkpoint(str(tmp_path / "c"), init_state(policy, opt), {})
-    other = make_policy(gym.spaces.Box(-5, 5, (4,)), gym.spaces.Discrete(2), (16,))
+    ckpt.save_checkpoint(str(tmp_path / "c"), init_state(policy), {})
     with pytest.raises(ValueError, match="does not match"):
-        ckpt.load_state(str(tmp_path / "c"), init_state(other, opt))
+        ckpt.load_state(str(tmp_path / "c"), init_state(bc_learner((16,))))
     with pytest.raises(FileNotFoundError, match="not a checkpoint"):
         ckpt.load_meta(str(tmp_path))
