@@ -106,7 +106,8 @@ class Algorithm:
         self.env_to_module_connector = default_env_to_module(
             self.spaces, *e2m_custom,
             add_default_connectors=config.add_default_connectors_to_env_to_module_pipeline)
-        self.module_to_env_connector = default_module_to_env(self.spaces)
+        self.module_to_env_connector = default_module_to_env(
+            self.spaces, distribution=self.learner.dist)
         self.devices = select_devices(config.num_devices)
         self.dp = DataParallel(self.learner, self.devices, config.train_batch_size_per_learner,
                                mode=config.update_mode)

@@ -11,14 +11,15 @@ from rljax_offline.connectors.core import Connector, Spaces, pipeline, stateless
 from rljax_offline.models.distributions import for_space
 
 
-def get_actions() -> Connector:
+def get_actions(distribution=None) -> Connector:
     """`actions` sampled (`ctx.explore` True, needs `ctx.rng`) or greedy (argmax / mean) from
-    `action_dist_inputs`, and their `action_logp`."""
+    `action_dist_inputs`, and their `action_logp`. `distribution`: the module's action
+    distribution (default: RLlib's for the action space: categorical / diagonal Gaussian)."""
 
     def apply(episodes, batch, ctx):
         if "action_dist_inputs" not in batch:
             raise KeyError("get_actions needs 'action_dist_inputs' from the module")
-        dist = for_space(episodes.action_space_spec)
+        dist = distribution or for_space(episodes.action_space_spec)
         inputs = batch["action_dist_inputs"]
         greedy = dist.greedy(inputs)
         if ctx.rng is not None:
@@ -64,9 +65,10 @@ def module_outputs(policy) -> Connector:
 
 
 def default_module_to_env(spaces: Spaces, *custom: Connector,
-                          add_default_connectors: bool = True) -> Connector:
+                          add_default_connectors: bool = True, distribution=None) -> Connector:
     """custom pieces -> sample/argmax `actions` (+ `action_logp`) -> `actions_for_env`.
-    `add_default_connectors=False` keeps only the custom pieces."""
+    `add_default_connectors=False` keeps only the custom pieces; `distribution` is the
+    module's action distribution when it is not the space's default."""
     if not add_default_connectors:
         return pipeline(*custom)
-    return pipeline(*custom, get_actions(), clip_actions())
+    return pipeline(*custom, get_actions(distribution), clip_actions())

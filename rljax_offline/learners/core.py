@@ -69,12 +69,15 @@ class Loss(NamedTuple):
 
     `params` is the full dict (targets included); gradients flow only into `networks`.
     `metrics` values are per-example `[N]` arrays (reduced like the loss) or device-invariant
-    scalars. `rng` holds one key per example, `[N, 2]`."""
+    scalars. `rng` holds one key per example, `[N, 2]`. `every`: the optimizer steps only on
+    updates whose count is a multiple of it (TD3's delayed policy updates); in between its
+    networks and optimizer state are left exactly as they are."""
 
     name: str
     networks: tuple[str, ...]
     fn: Callable
     optimizer: optax.GradientTransformation
+    every: int = 1
 
 
 class Learner(NamedTuple):
@@ -187,6 +190,8 @@ def _check_learner(learner: Learner) -> None:
     names = [loss.name for loss in learner.losses]
     if len(set(names)) != len(names):
         raise ValueError(f"loss names must be unique (one optimizer state each), got {names}")
+    if any(not isinstance(loss.every, int) or loss.every < 1 for loss in learner.losses):
+        raise ValueError("Loss.every must be an int >= 1")
     if not 0.0 < learner.tau <= 1.0:
         raise ValueError(f"tau must be in (0, 1], got {learner.tau}")
 
@@ -246,9 +251,16 @@ def make_update(learner: Learner, *, axis_name: str | None = AXIS, grads_summed:
                 sub = _subset(params, loss.networks)
                 (_, aux), grads = jax.value_and_grad(objective, has_aux=True)(sub)
                 grads = axis.sum_grads(grads)
-                updates, opt_states[loss.name] = loss.optimizer.update(
-                    grads, opt_states[loss.name], sub)
-                params = {**params, **optax.apply_updates(sub, updates)}
+                updates, opt_state = loss.optimizer.update(grads, opt_states[loss.name], sub)
+                new_sub = optax.apply_updates(sub, updates)
+                if loss.every > 1:
+                    due = (state.step + 1) % loss.every == 0
+                    keep = lambda new, old, due=due: jax.tree_util.tree_map(
+                        lambda n, o: jnp.where(due, n, o), new, old)
+                    new_sub = keep(new_sub, sub)
+                    opt_state = keep(opt_state, opt_states[loss.name])
+                opt_states[loss.name] = opt_state
+                params = {**params, **new_sub}
                 metrics.update(_reduce_metrics(aux, mask, n))
                 metrics[f"gradients_{loss.name}_global_norm"] = optax.tree.norm(grads)
             step = state.step + 1

@@ -136,6 +136,25 @@ def squashed_gaussian(spec: sp.BoxSpec, eps: float = 1e-6) -> Distribution:
         entropy=base.entropy, sample_and_logp=sample_and_logp)
 
 
+def deterministic(spec: sp.BoxSpec) -> Distribution:
+    """A deterministic bounded Box policy (TD3's actor): `action_dist_inputs` are the
+    pre-tanh actions, `a = low + (tanh(x) + 1) / 2 * (high - low)`. Sampling is the greedy
+    action; `logp` is 0 and `entropy` 0 (a point mass has no density to report)."""
+    _, from_unit = action_scaler(spec)
+    shape = tuple(spec.shape)
+
+    def greedy(inputs):
+        return from_unit(jnp.tanh(inputs)).reshape(*inputs.shape[:-1], *shape)
+
+    def zeros(inputs, *_):
+        return jnp.zeros(inputs.shape[:-1])
+
+    return Distribution(dist_dim=int(sp.flat_dim(spec)), logp=zeros,
+                        sample=lambda inputs, rng: greedy(inputs), greedy=greedy,
+                        entropy=zeros,
+                        sample_and_logp=lambda inputs, rng: (greedy(inputs), zeros(inputs)))
+
+
 def for_space(spec: sp.SpaceSpec) -> Distribution:
     """The distribution RLlib's default model uses for an action space."""
     if isinstance(spec, sp.DiscreteSpec):

@@ -2,6 +2,7 @@
 (RLlib's `fcnet_hiddens` / `fcnet_activation`) and the same observation encoding.
 
 Each factory returns a `Network(init, apply)` of pure functions:
+* `mlp_network`: `obs [N, ...] -> [N, out_dim]` (e.g. a deterministic actor);
 * `value_network`: `obs [N, ...] -> V [N]`;
 * `discrete_q_network`: `obs -> Q [N, n]` (one output per action, DQN style);
 * `continuous_q_network`: `(obs, action) -> Q [N]` (the action concatenated to the encoded
@@ -33,16 +34,24 @@ def _mlp(model_config: dict, out_dim: int, final_scale: float = 1.0) -> MLP:
                final_scale)
 
 
-def value_network(obs_spec: Any, model_config: dict | None = None) -> Network:
-    """`V(s)`: an MLP on the encoded observation with one output."""
+def mlp_network(obs_spec: Any, out_dim: int, model_config: dict | None = None,
+                final_scale: float = 1.0) -> Network:
+    """An MLP on the encoded observation: `obs [N, ...] -> [N, out_dim]` (an actor head, or
+    anything else an algorithm needs)."""
     obs_spec = sp.to_spec(obs_spec)
-    net = _mlp(model_config or {}, 1)
+    net = _mlp(model_config or {}, int(out_dim), final_scale)
     dummy = jnp.zeros((1, sp.flat_dim(obs_spec)), jnp.float32)
 
     def apply(params, obs):
-        return net.apply(params, encode_observations(obs_spec, jnp.asarray(obs)))[:, 0]
+        return net.apply(params, encode_observations(obs_spec, jnp.asarray(obs)))
 
     return Network(init=lambda rng: net.init(rng, dummy), apply=apply)
+
+
+def value_network(obs_spec: Any, model_config: dict | None = None) -> Network:
+    """`V(s)`: an MLP on the encoded observation with one output, `[N]`."""
+    mlp = mlp_network(obs_spec, 1, model_config)
+    return Network(init=mlp.init, apply=lambda params, obs: mlp.apply(params, obs)[:, 0])
 
 
 def discrete_q_network(obs_spec: Any, act_spec: Any, model_config: dict | None = None
