@@ -100,7 +100,8 @@ def test_checkpoint_without_config_and_bad_checkpoint(cartpole_data, tmp_path):
 
 def test_streaming_data_trains(cartpole_data):
     algo = config(cartpole_data, num_updates_per_iteration=20).offline_data(
-        materialize_data=False, shuffle_buffer_size=16, input_read_batch_size=8).build()
+        materialize_data=False, materialize_mapped_data=False, shuffle_buffer_size=16,
+        input_read_batch_size=8).build()
     losses = [algo.train()["learners"]["default_policy"]["policy_loss_mean"]
               for _ in range(3)]
     assert losses[-1] < losses[0]
@@ -109,7 +110,8 @@ def test_streaming_data_trains(cartpole_data):
 def test_streaming_on_eight_devices_fits_the_connector_state(cartpole_data):
     algo = (config(cartpole_data, num_updates_per_iteration=5,
                    learner_connector=lambda spaces: [mean_std_filter()])
-            .offline_data(materialize_data=False, shuffle_buffer_size=4, input_read_batch_size=4)
+            .offline_data(materialize_data=False, materialize_mapped_data=False,
+                          shuffle_buffer_size=4, input_read_batch_size=4)
             .learners(num_devices=8).build())
     counts = []
     for _ in range(2):

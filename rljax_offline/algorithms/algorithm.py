@@ -5,17 +5,19 @@ The algorithm is the same for BC, MARWIL, CQL, IQL and the user's own: its confi
 what is around it: spaces from the env, connector pipelines, reading the data, iterations,
 evaluation in the env, checkpoints.
 
-`train()` runs one iteration (`num_updates_per_iteration` updates in one jitted `lax.scan`
+`train()` runs one iteration (`num_updates_per_iteration` updates, or RLlib's
+`dataset_num_iters_per_learner`, in one jitted `lax.scan`
 over all selected devices) and returns RLlib-style metrics; `evaluate()` runs the greedy
 policy in the env; `save()`/`restore()` checkpoint the whole `TrainState` (every network,
 target copies, each optimizer state, RNG, connector state) and `Algorithm.from_checkpoint`
 rebuilds any registered algorithm from its folder; resume is exact.
 
-Data: with `materialize_data=True` (default) the episodes are read once, turned into learner
-columns by the learner connector pipeline (jitted, over length-bucketed `EpisodeBatch`es) and
-kept on the devices; network-dependent columns (MARWIL's value targets) are computed inside
-each update. With `materialize_data=False` the episodes stream from the files through a
-shuffle buffer, and each update takes exactly `train_batch_size_per_learner` timesteps.
+Data: by default (RLlib's `materialize_data` or `materialize_mapped_data` True) the episodes
+are read once, turned into learner columns by the learner connector pipeline (jitted, over
+length-bucketed `EpisodeBatch`es) and kept on the devices; network-dependent columns (MARWIL's
+value targets) are computed inside each update. With both False the episodes stream from the
+files through a shuffle buffer, and each update takes exactly `train_batch_size_per_learner`
+timesteps.
 """
 
 from __future__ import annotations
@@ -75,6 +77,25 @@ def _chunks(stream: Iterator, size: int) -> Iterator[list]:
         yield chunk
 
 
+def _json_files(input_: Any) -> list[str]:
+    """The SampleBatch JSON files named by `input_` (files, folders, globs, or a list)."""
+    import glob
+    import os
+
+    items = [input_] if isinstance(input_, (str, os.PathLike)) else list(input_)
+    files: list[str] = []
+    for item in map(os.fspath, items):
+        if os.path.isdir(item):
+            files += sorted(glob.glob(os.path.join(item, "**", "*.json*"), recursive=True))
+        elif any(ch in item for ch in "*?["):
+            files += sorted(glob.glob(item, recursive=True))
+        else:
+            files.append(item)
+    if not files:
+        raise FileNotFoundError(f"no SampleBatch JSON files in {input_!r}")
+    return files
+
+
 class _PolicyView:
     """What acting needs of a learner, in the shape `ConnectorPolicy` takes (a policy
     with `apply(params, obs)`): the learner's `act` over all its params."""
@@ -120,6 +141,8 @@ class Algorithm:
         self._stream: Iterator | None = None
         self._stream_cstate: Any = None
         self._scan = None
+        self._prelearner = (config.prelearner_class(config=config, spaces=self.spaces)
+                            if config.prelearner_class is not None else None)
         self._actor = None
         self._runner = None
         self.timers: dict[str, float] = {}
@@ -165,24 +188,42 @@ class Algorithm:
                for k, v in cols.items()}
         return out, connector_state
 
-    def _episode_stream(self, epoch: int) -> Iterator[Episode]:
-        """One shuffled pass over the data (a new shuffle seed each epoch)."""
+    def _episode_stream(self, epoch: int, shuffle: bool = True) -> Iterator[Episode]:
+        """One pass over the data, read as the config says (Parquet episode or tabular rows,
+        old SampleBatch JSON lines, or the user's `input_read_method`), shuffled with a new
+        seed each epoch where the reader can."""
         from rljax_offline.data import iter_episodes
 
-        return iter_episodes(self.config.input_,
-                             shuffle_buffer_size=max(self.config.shuffle_buffer_size, 1),
-                             seed=self.config.seed + epoch,
-                             prefetch=self.config.prefetch_batches, **self._read_options())
+        c = self.config
+        kwargs = dict(c.input_read_method_kwargs or {})
+        if callable(c.input_read_method):
+            return iter(c.input_read_method(c.input_, **kwargs))
+        if c.reads_sample_batches:
+            from rljax_offline.data import read_sample_batch_json
+
+            return (ep for path in _json_files(c.input_)
+                    for ep in read_sample_batch_json(path, **kwargs))
+        if shuffle:
+            kwargs.update(shuffle_buffer_size=max(c.shuffle_buffer_size, 1), seed=c.seed + epoch,
+                          prefetch=c.prefetch_batches)
+        return iter_episodes(c.input_, **{**self._read_options(), **kwargs})
+
+    def _prelearned(self, episodes: list[Episode]) -> list[Episode]:
+        """The user's `prelearner_class` hook (RLlib's OfflinePreLearner), if any."""
+        if self._prelearner is None:
+            return episodes
+        out = list(self._prelearner(episodes))
+        if not all(isinstance(ep, Episode) for ep in out):
+            raise TypeError(f"{type(self._prelearner).__name__} must return Episodes")
+        return out
 
     def load_data(self) -> None:
         """Reads the data (RLlib does this in the first iteration); called by `train()`."""
-        from rljax_offline.data import read_episodes
-
         if self.config.input_ is None:
             raise ConfigError("no offline data: set config.offline_data(input_=...)")
         t0 = time.perf_counter()
-        if self.config.materialize_data:
-            episodes = read_episodes(self.config.input_, **self._read_options())
+        if not self.config.streams_data:
+            episodes = self._prelearned(list(self._episode_stream(0, shuffle=False)))
             if not episodes:
                 raise ValueError(f"no episodes found in {self.config.input_!r}")
             cols, cstate = self._columns(episodes, self.state.connector_state, fit=True)
@@ -208,6 +249,7 @@ class Algorithm:
             seen = 0
             for chunk in _chunks(self._episode_stream(epoch), per_read):
                 seen += len(chunk)
+                chunk = self._prelearned(chunk)
                 if self._stream_cstate is None:
                     self._stream_cstate = self.state.connector_state
                 cols, self._stream_cstate = self._columns(chunk, self._stream_cstate, fit=True)
@@ -227,7 +269,7 @@ class Algorithm:
         t0 = time.perf_counter()
         if self._data is None and self._stream is None:
             self.load_data()
-        n = self.config.num_updates_per_iteration
+        n = self.config.updates_per_iteration
         t_upd = time.perf_counter()
         if self._data is not None:
             if self._scan is None:
@@ -344,9 +386,11 @@ class Algorithm:
         meta = ckpt.load_meta(path)
         if config is None:
             saved = meta["config"]
-            if saved.get("learner_connector") or saved.get("env_to_module_connector"):
-                raise ValueError("this checkpoint was trained with custom connector pieces: "
-                                 "pass the same config to from_checkpoint(path, config)")
+            code = AlgorithmConfig.code_options(saved)
+            if any(k != "input_filesystem" for k in code):
+                raise ValueError(f"this checkpoint was trained with code in its config {code} "
+                                 "(custom connector pieces, readers or hooks): pass the same "
+                                 "config to from_checkpoint(path, config)")
             config = registry.config_class(meta.get("algorithm", "bc")).from_dict(saved)
         algo = config.build()
         algo.restore(path)

@@ -26,14 +26,15 @@ import copy
 import dataclasses
 import json
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from rljax_offline import spaces as sp
 from rljax_offline.models.policy import check_model_config
 
-GROUPS = ("environment", "offline_data", "training", "evaluation", "learners", "reporting",
-          "checkpointing", "rl_module", "env_runners", "debugging")
+GROUPS = ("api_stack", "environment", "offline_data", "training", "evaluation", "learners",
+          "reporting", "checkpointing", "rl_module", "env_runners", "debugging")
 
 
 class ConfigError(ValueError):
@@ -94,6 +95,15 @@ def callable_or_none(v) -> str | None:
     return None if v is None or callable(v) else "a callable or None"
 
 
+def _callable(v) -> str | None:
+    return None if callable(v) else "a callable"
+
+
+def _str_list(v) -> str | None:
+    ok = isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)
+    return None if ok else "a list of column names"
+
+
 def one_of(*choices) -> Callable[[Any], str | None]:
     def check(v):
         return None if v in choices else f"one of {list(choices)}"
@@ -113,14 +123,31 @@ def either(*checks) -> Callable[[Any], str | None]:
     return check
 
 
-def option(default: Any, group: str, check: Callable | None = None, doc: str = ""):
-    """A config field: its default, its RLlib group, its check and a one-line doc."""
+def option(default: Any, group: str, check: Callable | None = None, doc: str = "",
+           ignored: str | None = None):
+    """A config field: its default, its RLlib group, its check and a one-line doc.
+    `ignored`: why an RLlib knob has no effect here (setting it warns once, in one line)."""
     if group not in GROUPS:
         raise ValueError(f"unknown config group {group!r}")
-    meta = {"group": group, "check": check, "doc": doc}
+    meta = {"group": group, "check": check, "doc": doc, "ignored": ignored}
     if isinstance(default, (dict, list)):
         return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
+
+
+def _from_iter_batches_kwargs(kwargs: dict) -> dict:
+    """Ray Data's `iter_batches` knobs that have an equivalent here; warns about the rest."""
+    ours = {}
+    if kwargs.get("prefetch_batches") is not None:
+        ours["prefetch_batches"] = kwargs["prefetch_batches"]
+    if kwargs.get("local_shuffle_buffer_size") is not None:
+        ours["shuffle_buffer_size"] = kwargs["local_shuffle_buffer_size"]
+    rest = sorted(set(kwargs) - {"prefetch_batches", "local_shuffle_buffer_size"})
+    if rest:
+        warnings.warn(f"offline_data(iter_batches_kwargs=...): {rest} have no effect in "
+                      "rljax_offline (only prefetch_batches and local_shuffle_buffer_size map to "
+                      "prefetch_batches and shuffle_buffer_size)", UserWarning, stacklevel=4)
+    return ours
 
 
 # ---------------------------------------------------------------------- the base
@@ -156,6 +183,40 @@ class AlgorithmConfig:
                                    "batches kept in flight when streaming")
     on_bad_file: str = option("raise", "offline_data", one_of("raise", "skip"),
                               "what to do with an unreadable file")
+    input_read_method: Any = option(
+        "read_parquet", "offline_data", either(one_of("read_parquet", "read_json"), _callable),
+        "read_parquet, read_json (old SampleBatch JSON lines), or a callable "
+        "(input_, **input_read_method_kwargs) -> iterable of Episodes")
+    input_read_method_kwargs: dict | None = option(
+        None, "offline_data", dict_or_none, "keyword args for the read method")
+    input_read_sample_batches: bool = option(False, "offline_data", boolean,
+                                             "the input is RLlib's old SampleBatch JSON")
+    input_compress_columns: list | None = option(
+        None, "offline_data", optional(_str_list),
+        "LZ4-compressed tabular columns (compressed columns are also detected by themselves)")
+    materialize_mapped_data: bool = option(
+        True, "offline_data", boolean, "keep the learner pipeline's output on the devices "
+        "(with materialize_data=False too); both False: stream")
+    dataset_num_iters_per_learner: int | None = option(
+        None, "offline_data", optional(positive_int),
+        "updates per train() call (RLlib's name; overrides num_updates_per_iteration)")
+    prelearner_class: Any = option(
+        None, "offline_data", callable_or_none,
+        "RLlib's OfflinePreLearner hook: cls(config=, spaces=) called on each list of "
+        "episodes read, returning the episodes the learner pipeline gets")
+    prelearner_buffer_class: Any = option(
+        None, "offline_data", None, "RLlib's episode buffer class",
+        ignored="timesteps are sampled from the device-resident data (or the stream) here")
+    prelearner_buffer_kwargs: dict | None = option(
+        None, "offline_data", dict_or_none, "its kwargs",
+        ignored="timesteps are sampled from the device-resident data (or the stream) here")
+    map_batches_kwargs: dict | None = option(
+        None, "offline_data", dict_or_none, "Ray Data map_batches knobs",
+        ignored="a Ray Data knob: the learner pipeline runs jitted on the devices here")
+    iter_batches_kwargs: dict | None = option(
+        None, "offline_data", dict_or_none,
+        "Ray Data iter_batches knobs: prefetch_batches and local_shuffle_buffer_size map to "
+        "ours, the rest is ignored")
     # training
     lr: float = option(1e-3, "training", positive_float, "learning rate")
     gamma: float = option(0.99, "training", probability, "discount factor")
@@ -174,6 +235,13 @@ class AlgorithmConfig:
                                     "'all' local devices or the first N")
     update_mode: str = option("shard_map", "learners", one_of("shard_map", "pmap", "jit"),
                               "how the per-device update runs (jit: one device)")
+    num_learners: int = option(0, "learners", non_negative_int,
+                               "RLlib's remote learner count",
+                               ignored="one learner per process uses every local device "
+                                       "(num_devices); hosts join through jax.distributed")
+    num_gpus_per_learner: float = option(0, "learners", non_negative_float,
+                                         "RLlib's GPUs per learner",
+                                         ignored="JAX uses the devices it sees (num_devices)")
     # evaluation
     evaluation_interval: int = option(1, "evaluation", non_negative_int,
                                       "evaluate every N iterations (0: never)")
@@ -181,6 +249,12 @@ class AlgorithmConfig:
     evaluation_num_envs: int = option(5, "evaluation", positive_int, "vectorised eval envs")
     evaluation_explore: bool = option(False, "evaluation", boolean,
                                       "sample actions at evaluation instead of greedy")
+    evaluation_num_env_runners: int = option(
+        0, "evaluation", non_negative_int, "RLlib's evaluation EnvRunner count; when > 0, "
+        "the number of vectorised evaluation envs")
+    evaluation_parallel_to_training: bool = option(
+        False, "evaluation", boolean, "RLlib's overlap of evaluation and training",
+        ignored="evaluation runs after the iteration's updates, in the same process")
     # reporting
     metrics_num_episodes_for_smoothing: int = option(
         100, "reporting", positive_int, "episodes the return statistics average over")
@@ -219,7 +293,26 @@ class AlgorithmConfig:
                               f"valid: {sorted(valid)}")
         if group == "rl_module" and isinstance(kwargs.get("model_config"), dict):
             kwargs = {**kwargs, "model_config": {**self.model_config, **kwargs["model_config"]}}
+        fields = {f.name: f for f in self.options(group)}
+        for k, v in kwargs.items():
+            reason = fields[k].metadata.get("ignored")
+            if reason and v not in (None, {}, [], 0, False):
+                warnings.warn(f"{group}({k}=...) has no effect in rljax_offline: {reason}",
+                              UserWarning, stacklevel=3)
+        if kwargs.get("iter_batches_kwargs"):
+            kwargs = {**kwargs, **_from_iter_batches_kwargs(kwargs["iter_batches_kwargs"])}
+        if kwargs.get("evaluation_num_env_runners"):
+            kwargs = {**kwargs, "evaluation_num_envs": kwargs["evaluation_num_env_runners"]}
         return dataclasses.replace(self, **kwargs)
+
+    def api_stack(self, enable_rl_module_and_learner: bool = True,
+                  enable_env_runner_and_connector_v2: bool = True) -> AlgorithmConfig:
+        """RLlib's API-stack switch: only its new stack (RLModule, Learner, ConnectorV2)
+        exists here, so both must stay True."""
+        if not (enable_rl_module_and_learner and enable_env_runner_and_connector_v2):
+            raise ConfigError("api_stack: only RLlib's new API stack exists in rljax_offline; "
+                              "both flags must be True")
+        return self
 
     def environment(self, env: Any = None, **kwargs) -> AlgorithmConfig:
         """The env to evaluate in (a gymnasium id or a factory `env_config -> env`)."""
@@ -263,6 +356,21 @@ class AlgorithmConfig:
 
     # ------------------------------------------------------------------ checks
 
+    @property
+    def updates_per_iteration(self) -> int:
+        """Updates one `train()` runs: RLlib's `dataset_num_iters_per_learner` when set."""
+        return self.dataset_num_iters_per_learner or self.num_updates_per_iteration
+
+    @property
+    def streams_data(self) -> bool:
+        """Stream from the files (both of RLlib's materialize flags False) rather than keep
+        the learner columns on the devices."""
+        return not (self.materialize_data or self.materialize_mapped_data)
+
+    @property
+    def reads_sample_batches(self) -> bool:
+        return self.input_read_sample_batches or self.input_read_method == "read_json"
+
     def validate(self) -> None:
         """Every field against its check; then the algorithm's cross-field rules."""
         for f in dataclasses.fields(self):
@@ -299,29 +407,33 @@ class AlgorithmConfig:
     # ------------------------------------------------------------------ io
 
     def to_dict(self) -> dict:
-        """JSON-friendly dict (callables and filesystems are shown by name only)."""
+        """JSON-friendly dict. Code and live objects (callables, filesystems) cannot be
+        saved: they appear as `{"code": name}` and must be passed again on restore."""
         out = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if callable(v) or (f.name == "input_filesystem" and v is not None):
-                v = getattr(v, "__name__", type(v).__name__)
+                v = {"code": getattr(v, "__name__", type(v).__name__)}
             elif isinstance(v, Sequence) and not isinstance(v, str):
                 v = list(v)
             out[f.name] = v
         return json.loads(json.dumps(out, default=str))
 
+    @staticmethod
+    def code_options(d: dict) -> list[str]:
+        """The keys of a `to_dict()` output that held code (not restorable from JSON)."""
+        return sorted(k for k, v in d.items() if isinstance(v, dict) and set(v) == {"code"})
+
     @classmethod
     def from_dict(cls, d: dict) -> AlgorithmConfig:
         """A config from `to_dict()` output (keys this class does not know are a named
-        error; callables cannot be restored and must be passed again)."""
+        error; options that held code are left at their defaults: pass them again)."""
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - fields)
         if unknown:
             raise ConfigError(f"{cls.__name__} has no options {unknown}")
-        restorable = {k: v for k, v in d.items()
-                      if k not in ("learner_connector", "env_to_module_connector",
-                                   "input_filesystem")}
-        return cls(**restorable)
+        code = set(cls.code_options(d))
+        return cls(**{k: v for k, v in d.items() if k not in code})
 
     def help(self) -> str:
         """One line per option: group, name, default, doc."""
