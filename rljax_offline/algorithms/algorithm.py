@@ -30,7 +30,7 @@ import gymnasium as gym
 import jax
 import numpy as np
 
-from rljax_offline.algorithms import registry
+import rljax_offline.algorithms.registry as registry
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.batch import EpisodeBatch
 from rljax_offline.connectors import (

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib
 import json
 import math
 import warnings
@@ -158,6 +159,9 @@ class AlgorithmConfig:
     """Settings every algorithm shares (see the module docstring)."""
 
     algo_name: ClassVar[str] = ""
+    # What `build()` makes: a class, or "module:Class" imported on first build (so this module
+    # imports no algorithm code: configs and algorithms have no import cycle).
+    algorithm_class: ClassVar[Any] = "rljax_offline.algorithms.algorithm:Algorithm"
 
     # environment
     env: Any = option("CartPole-v1", "environment", None,
@@ -399,10 +403,12 @@ class AlgorithmConfig:
         raise NotImplementedError(f"{type(self).__name__} does not define make_learner")
 
     def build(self):
-        """The algorithm for this config (an `Algorithm`)."""
-        from rljax_offline.algorithms.algorithm import Algorithm
-
-        return Algorithm(self)
+        """The algorithm for this config (an instance of `algorithm_class`)."""
+        cls = self.algorithm_class
+        if isinstance(cls, str):
+            module, attr = cls.split(":")
+            cls = getattr(importlib.import_module(module), attr)
+        return cls(self)
 
     # ------------------------------------------------------------------ io
 

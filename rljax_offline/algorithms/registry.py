@@ -3,13 +3,15 @@ its algorithm). Checkpoints record the name; `Algorithm.from_checkpoint` and the
 `--algo` look it up here.
 
 Built-ins are listed as "module:Class" strings and imported on first use, so this module
-imports nothing of the algorithms (no import cycle). Adding an algorithm is one line here, or
+imports no algorithm module (no import cycle). Adding an algorithm is one line here, or
 `register("name", MyConfig)` from user code.
 """
 
 from __future__ import annotations
 
 import importlib
+
+from rljax_offline.algorithms.config import AlgorithmConfig
 
 _BUILTIN = {
     "bc": "rljax_offline.learners.bc:BCConfig",
@@ -20,8 +22,6 @@ _REGISTERED: dict[str, type] = {}
 
 def register(name: str, config_class: type) -> None:
     """Makes `config_class` (an `AlgorithmConfig` subclass) known as `name`."""
-    from rljax_offline.algorithms.config import AlgorithmConfig
-
     if not (isinstance(config_class, type) and issubclass(config_class, AlgorithmConfig)):
         raise TypeError(f"register({name!r}, ...) needs an AlgorithmConfig subclass, got "
                         f"{config_class!r}")
