@@ -23,10 +23,17 @@ class Distribution(NamedTuple):
     entropy: callable     # inputs -> [...]
 
 
-def categorical(n: int) -> Distribution:
+def categorical(n: int, start: int = 0) -> Distribution:
+    """Categorical over the env's action values `start, ..., start + n - 1` (gymnasium's
+    `Discrete(n, start=s)`): `logp` takes, and `sample`/`greedy` return, those values; logit
+    `i` belongs to action `start + i`. Out-of-range actions get log-probability -inf."""
+
     def logp(inputs, actions):
         logits = jax.nn.log_softmax(inputs, axis=-1)
-        return jnp.take_along_axis(logits, actions[..., None].astype(jnp.int32), -1)[..., 0]
+        index = actions.astype(jnp.int32) - start
+        valid = (index >= 0) & (index < n)
+        picked = jnp.take_along_axis(logits, jnp.clip(index, 0, n - 1)[..., None], -1)[..., 0]
+        return jnp.where(valid, picked, -jnp.inf)
 
     def entropy(inputs):
         logp_all = jax.nn.log_softmax(inputs, axis=-1)
@@ -34,8 +41,8 @@ def categorical(n: int) -> Distribution:
 
     return Distribution(
         dist_dim=n, logp=logp,
-        sample=lambda inputs, rng: jax.random.categorical(rng, inputs, axis=-1),
-        greedy=lambda inputs: jnp.argmax(inputs, axis=-1), entropy=entropy)
+        sample=lambda inputs, rng: jax.random.categorical(rng, inputs, axis=-1) + start,
+        greedy=lambda inputs: jnp.argmax(inputs, axis=-1) + start, entropy=entropy)
 
 
 def diag_gaussian(dim: int) -> Distribution:
@@ -63,7 +70,7 @@ def diag_gaussian(dim: int) -> Distribution:
 def for_space(spec: sp.SpaceSpec) -> Distribution:
     """The distribution RLlib's default model uses for an action space."""
     if isinstance(spec, sp.DiscreteSpec):
-        return categorical(spec.n)
+        return categorical(spec.n, spec.start)
     if isinstance(spec, sp.BoxSpec):
         return diag_gaussian(int(sp.flat_dim(spec)))
     raise ValueError(f"no action distribution for {spec}: use Discrete or Box actions")
