@@ -3,13 +3,13 @@ metrics as JSON lines, early stop on a target return, a checkpoint and a learnin
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
 
 from rljax_offline.config import BCConfig
 from rljax_offline.plotting import save_learning_curve
+from rljax_offline.reporting import Logger, MultiLogger, default_logger
 
 
 def _short(result: dict) -> dict:
@@ -25,12 +25,15 @@ def _short(result: dict) -> dict:
 
 def run_training(config: BCConfig, *, iterations: int = 50, stop_return: float | None = None,
                  out_dir: str = "rljax_runs/bc", progress: bool = True,
-                 emit: Callable[[dict], None] | None = None, resume: bool = True) -> dict:
+                 emit: Callable[[dict], None] | None = None, resume: bool = True,
+                 logger: Logger | None = None) -> dict:
     """Trains BC for up to `iterations` (stopping once the evaluation return mean reaches
     `stop_return`), checkpointing to `out_dir/checkpoint` after every iteration, so an
     interrupted run resumes from its last checkpoint when started again with `resume=True`.
 
-    Writes `out_dir/metrics.jsonl` and `out_dir/learning_curve.png`; returns a summary.
+    Logs every result to `logger` (default: `out_dir/metrics.jsonl` and TensorBoard events in
+    `out_dir`, see `rljax_offline.reporting`) and writes `out_dir/learning_curve.png`; returns a
+    summary.
     """
     from tqdm import tqdm
 
@@ -43,14 +46,14 @@ def run_training(config: BCConfig, *, iterations: int = 50, stop_return: float |
     best = None
     reached = False
     metrics_path = os.path.join(out_dir, "metrics.jsonl")
-    with open(metrics_path, "a") as log, tqdm(total=iterations, initial=algo.iteration,
+    logger = default_logger(out_dir) if logger is None else logger
+    with MultiLogger(logger) as log, tqdm(total=iterations, initial=algo.iteration,
                                               desc="BC training", disable=not progress,
                                               unit="it") as bar:
         while algo.iteration < iterations:
             result = algo.train()
             row = _short(result)
-            log.write(json.dumps(result, default=float) + "\n")
-            log.flush()
+            log.log(result, step=algo.iteration)
             if emit is not None:
                 emit(row)
             bar.update(1)

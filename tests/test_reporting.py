@@ -1,0 +1,89 @@
+"""Loggers: JSON lines keep whole results; TensorBoard events hold every scalar as a tag."""
+
+import glob
+import json
+import struct
+
+import numpy as np
+import pytest
+
+from rljax_offline.reporting import (
+    JsonLinesLogger,
+    MultiLogger,
+    default_logger,
+    flatten_scalars,
+    flatten_series,
+)
+
+pytest.importorskip("tensorboardX")
+
+RESULT = {
+    "training_iteration": 3,
+    "learners": {"default_policy": {"policy_loss": np.float32(0.25), "num_steps": 1024}},
+    "evaluation": {"env_runners": {"episode_return_mean": 480.5, "episode_returns": [470, 491],
+                                   "env": "CartPole-v1"}},
+    "done": False,
+}
+
+
+def read_tensorboard_scalars(logdir: str) -> dict[str, list[tuple[int, float]]]:
+    """Tag -> [(step, value)] from the event files in `logdir` (TFRecord framing, no TF)."""
+    from tensorboardX.proto.event_pb2 import Event
+
+    out: dict[str, list] = {}
+    for path in sorted(glob.glob(f"{logdir}/events.out.tfevents.*")):
+        data = open(path, "rb").read()
+        pos = 0
+        while pos < len(data):
+            (length,) = struct.unpack("<Q", data[pos:pos + 8])
+            event = Event.FromString(data[pos + 12:pos + 12 + length])
+            pos += 12 + length + 4
+            for v in event.summary.value:
+                if v.WhichOneof("value") == "simple_value":
+                    out.setdefault(v.tag, []).append((event.step, v.simple_value))
+    return out
+
+
+def test_flatten_keeps_numbers_and_series_drops_strings():
+    scalars = dict(flatten_scalars(RESULT))
+    assert scalars == {"training_iteration": 3.0, "learners/default_policy/policy_loss": 0.25,
+                       "learners/default_policy/num_steps": 1024.0,
+                       "evaluation/env_runners/episode_return_mean": 480.5, "done": 0.0}
+    series = dict(flatten_series(RESULT))
+    assert list(series) == ["evaluation/env_runners/episode_returns"]
+    np.testing.assert_array_equal(series["evaluation/env_runners/episode_returns"], [470, 491])
+
+
+def test_default_logger_writes_json_lines_and_tensorboard_events(tmp_path):
+    with default_logger(str(tmp_path)) as log:
+        for step in (1, 2):
+            log.log({**RESULT, "training_iteration": step}, step=step)
+    lines = [json.loads(x) for x in open(tmp_path / "metrics.jsonl")]
+    assert [r["training_iteration"] for r in lines] == [1, 2]
+    assert lines[0]["evaluation"]["env_runners"]["episode_returns"] == [470, 491]
+    tags = read_tensorboard_scalars(str(tmp_path))
+    assert tags["evaluation/env_runners/episode_return_mean"] == [(1, 480.5), (2, 480.5)]
+    assert [s for s, _ in tags["training_iteration"]] == [1, 2]
+
+
+def test_json_lines_logger_appends_on_resume(tmp_path):
+    path = str(tmp_path / "m.jsonl")
+    for step in (1, 2):
+        with MultiLogger(JsonLinesLogger(path)) as log:
+            log.log({"training_iteration": step}, step=step)
+    assert [json.loads(x)["training_iteration"] for x in open(path)] == [1, 2]
+
+
+def test_wandb_project_without_wandb_is_a_clear_error(tmp_path, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_wandb(name, *a, **k):
+        if name == "wandb":
+            raise ImportError("no wandb")
+        return real_import(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_wandb)
+    with pytest.raises(ImportError, match="pip install wandb"):
+        default_logger(str(tmp_path), tensorboard=False, wandb_project="p")
