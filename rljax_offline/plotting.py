@@ -39,18 +39,39 @@ def _save_atomic(plt, fig, path: str) -> str:
     return path
 
 
+X_AXES = {"iteration": "training iteration", "updates": "gradient updates",
+          "samples": "timesteps trained on"}
+
+
+def _x_value(result: dict, x_axis: str, updates_per_iteration: int | None) -> float:
+    """Where a result sits on the x-axis: its iteration, updates so far, or samples so far."""
+    it = result["training_iteration"]
+    if x_axis == "iteration":
+        return it
+    if x_axis == "samples":
+        return result["learners"]["__all_modules__"]["num_env_steps_trained_lifetime"]
+    if updates_per_iteration is None:
+        raise ValueError("x_axis='updates' needs updates_per_iteration")
+    return it * updates_per_iteration
+
+
 def save_learning_curve(history: Sequence[dict], path: str, *, title: str = "BC training",
-                        target_return: float | None = None) -> str:
-    """Plots training loss and evaluation return per iteration from `BC.train()` results.
+                        target_return: float | None = None, x_axis: str = "iteration",
+                        updates_per_iteration: int | None = None) -> str:
+    """Plots training loss and evaluation return from `BC.train()` results, against training
+    iterations, gradient updates or timesteps trained on (`x_axis`).
 
     Args:
       history: result dicts with `training_iteration`, `learners/default_policy/policy_loss`
         and, where evaluated, `evaluation/env_runners/episode_return_mean` (nested dicts).
       path: where to write the PNG (atomically).
       target_return: draws a dashed line at this return (e.g. 450 for CartPole).
+      x_axis: "iteration", "updates" (needs `updates_per_iteration`) or "samples".
     """
+    if x_axis not in X_AXES:
+        raise ValueError(f"x_axis must be one of {sorted(X_AXES)}, got {x_axis!r}")
     plt, fig, (ax_loss, ax_ret) = _figure(2)
-    it = [r["training_iteration"] for r in history]
+    it = [_x_value(r, x_axis, updates_per_iteration) for r in history]
     loss = [r["learners"]["default_policy"].get("policy_loss_mean",
                                                  r["learners"]["default_policy"]["policy_loss"])
             for r in history]
@@ -59,11 +80,11 @@ def save_learning_curve(history: Sequence[dict], path: str, *, title: str = "BC 
 
     for ax in (ax_loss, ax_ret):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax_loss.set_xlabel("training iteration")
+    ax_loss.set_xlabel(X_AXES[x_axis])
     ax_loss.set_ylabel("policy loss (NLL)")
     ax_loss.set_yscale("log" if min(loss) > 0 else "linear")
     ax_loss.set_title(f"{title}: loss")
-    ev = [(r["training_iteration"], r["evaluation"]["env_runners"])
+    ev = [(_x_value(r, x_axis, updates_per_iteration), r["evaluation"]["env_runners"])
           for r in history if "evaluation" in r]
     if ev:
         xs = [i for i, _ in ev]
@@ -75,7 +96,7 @@ def save_learning_curve(history: Sequence[dict], path: str, *, title: str = "BC 
         if target_return is not None:
             ax_ret.axhline(target_return, ls="--", color="gray", label=f"target {target_return}")
         ax_ret.legend(loc="lower right")
-    ax_ret.set_xlabel("training iteration")
+    ax_ret.set_xlabel(X_AXES[x_axis])
     ax_ret.set_ylabel("evaluation episode return")
     ax_ret.set_title(f"{title}: evaluation")
     return _save_atomic(plt, fig, path)

@@ -26,7 +26,7 @@ def _short(result: dict) -> dict:
 def run_training(config: BCConfig, *, iterations: int = 50, stop_return: float | None = None,
                  out_dir: str = "rljax_runs/bc", progress: bool = True,
                  emit: Callable[[dict], None] | None = None, resume: bool = True,
-                 logger: Logger | None = None) -> dict:
+                 logger: Logger | None = None, plot_x_axis: str = "iteration") -> dict:
     """Trains BC for up to `iterations` (stopping once the evaluation return mean reaches
     `stop_return`), checkpointing to `out_dir/checkpoint` after every iteration, so an
     interrupted run resumes from its last checkpoint when started again with `resume=True`.
@@ -66,7 +66,8 @@ def run_training(config: BCConfig, *, iterations: int = 50, stop_return: float |
                     reached = True
                     break
     plot = save_learning_curve(algo.history, os.path.join(out_dir, "learning_curve.png"),
-                               target_return=stop_return)
+                               target_return=stop_return, x_axis=plot_x_axis,
+                               updates_per_iteration=config.num_updates_per_iteration)
     algo.stop()
     return {"iterations": algo.iteration, "best_return": best, "reached_target": reached,
             "seconds": round(time.perf_counter() - t0, 2), "data_load_s":

@@ -146,7 +146,9 @@ def _simple_infos(infos: tuple, n_obs: int, episode_id: str) -> dict | None:
         for leaf in jax.tree_util.tree_leaves(stacked):
             if leaf.dtype.kind not in "biuf":
                 raise ValueError(f"an info value has dtype {leaf.dtype}")
-        return stacked
+        # Per-step scalars go as lists, the way Minari's DataCollector buffers them (its arrow
+        # storage cannot read back a 1-d array info).
+        return jax.tree_util.tree_map(lambda a: list(a) if a.ndim == 1 else a, stacked)
     except ValueError as e:
         warnings.warn(f"episode {episode_id}: infos dropped ({e}); Minari keeps only numeric "
                       "infos present at every step", stacklevel=3)
@@ -230,3 +232,25 @@ def convert_minari(input_: Any, output: str, *, to: str, env: Any = None,
                        output_max_rows_per_file=output_max_rows_per_file) as writer:
         writer.write_many(iter_minari_episodes(input_))
     return writer.close()
+
+
+def minari_summary(source: str) -> dict:
+    """What `rljax-offline inspect` prints for a Minari dataset: counts, return and length
+    statistics, spaces and the recorded env."""
+    ds = load_minari_dataset(source)
+    returns, lengths, done = [], [], 0
+    for data in ds.iterate_episodes():
+        returns.append(float(np.sum(data.rewards)))
+        lengths.append(len(data.rewards))
+        done += bool(len(data.rewards) and (data.terminations[-1] or data.truncations[-1]))
+    r = np.asarray(returns, float)
+    return {
+        "dataset_id": ds.id, "episodes": len(returns), "timesteps": int(np.sum(lengths)),
+        "done_episodes": int(done),
+        "episode_return_mean": float(r.mean()) if len(r) else None,
+        "episode_return_min": float(r.min()) if len(r) else None,
+        "episode_return_max": float(r.max()) if len(r) else None,
+        "episode_len_mean": float(np.mean(lengths)) if lengths else None,
+        "observation_space": str(ds.observation_space), "action_space": str(ds.action_space),
+        "env_id": ds.env_spec.id if ds.env_spec is not None else None,
+    }
