@@ -1,11 +1,10 @@
 """Loggers: JSON lines keep whole results; TensorBoard events hold every scalar as a tag."""
 
-import glob
 import json
-import struct
 
 import numpy as np
 import pytest
+from tensorboard_testlib import read_tensorboard_scalars
 
 from rljax_offline.reporting import (
     JsonLinesLogger,
@@ -24,24 +23,6 @@ RESULT = {
                                    "env": "CartPole-v1"}},
     "done": False,
 }
-
-
-def read_tensorboard_scalars(logdir: str) -> dict[str, list[tuple[int, float]]]:
-    """Tag -> [(step, value)] from the event files in `logdir` (TFRecord framing, no TF)."""
-    from tensorboardX.proto.event_pb2 import Event
-
-    out: dict[str, list] = {}
-    for path in sorted(glob.glob(f"{logdir}/events.out.tfevents.*")):
-        data = open(path, "rb").read()
-        pos = 0
-        while pos < len(data):
-            (length,) = struct.unpack("<Q", data[pos:pos + 8])
-            event = Event.FromString(data[pos + 12:pos + 12 + length])
-            pos += 12 + length + 4
-            for v in event.summary.value:
-                if v.WhichOneof("value") == "simple_value":
-                    out.setdefault(v.tag, []).append((event.step, v.simple_value))
-    return out
 
 
 def test_flatten_keeps_numbers_and_series_drops_strings():
