@@ -309,6 +309,29 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+REFERENCE_WIDTH = 100
+
+
+def help_reference() -> str:
+    """Markdown of `rljax-offline --help` and every `COMMAND --help`, at a fixed width: the
+    README's CLI reference (`scripts/update_cli_reference.py` writes it there)."""
+    ap = build_parser()
+    sub = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(REFERENCE_WIDTH)
+    try:
+        parts = [("rljax-offline --help", ap.format_help())]
+        parts += [(f"rljax-offline {name} --help", p.format_help())
+                  for name, p in sub.choices.items()]
+    finally:
+        if old is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = old
+    return "\n".join(f"#### `{title}`\n\n```text\n{text.rstrip()}\n```\n"
+                     for title, text in parts)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
