@@ -14,7 +14,11 @@ minari = pytest.importorskip("minari")
 pytestmark = pytest.mark.filterwarnings("ignore:.*(is set to None|env_spec is None):UserWarning")
 
 from rljax_offline.data import OfflineDataError, iter_episodes, read_episodes  # noqa: E402
-from rljax_offline.data.minari import minari_spaces, write_minari  # noqa: E402
+from rljax_offline.data.minari import (  # noqa: E402
+    convert_minari,
+    minari_spaces,
+    write_minari,
+)
 from rljax_offline.experts import cartpole_expert  # noqa: E402
 
 
@@ -114,6 +118,39 @@ def test_writing_infos_that_change_keys_drops_them_with_a_warning(minari_root):
     ref = next(minari.load_dataset("cartpole/noinfo-v0").iterate_episodes())
     assert not ref.infos
     np.testing.assert_array_equal(ref.observations, ep.observations)
+
+
+class DictObs(gym.ObservationWrapper):
+    """CartPole with a Dict observation space (nested data must survive both ways)."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        box = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+        self.observation_space = gym.spaces.Dict({"pos": box, "vel": box})
+
+    def observation(self, o):
+        return {"pos": o[[0, 2]].astype(np.float32), "vel": o[[1, 3]].astype(np.float32)}
+
+
+def test_dict_observations_round_trip_and_convert_to_episode_rows(minari_root, tmp_path):
+    env = minari.DataCollector(DictObs(gym.make("CartPole-v1")), data_format="arrow")
+    for seed in range(3):
+        env.reset(seed=seed)
+        done = False
+        while not done:
+            _, _, term, trunc, _ = env.step(env.action_space.sample())
+            done = term or trunc
+    env.create_dataset("cartpole/dict-v0")
+    ours = read_episodes("minari:cartpole/dict-v0")
+    assert isinstance(ours[0].observation_space, gym.spaces.Dict)
+    write_minari(ours, "cartpole/dictcopy-v0")
+    for ep, ref in zip(ours, minari.load_dataset("cartpole/dictcopy-v0").iterate_episodes()):
+        for key in ("pos", "vel"):
+            np.testing.assert_array_equal(ref.observations[key], ep.observations[key])
+    files = convert_minari("minari:cartpole/dict-v0", str(tmp_path / "eps"), to="episodes")
+    back = read_episodes(files)
+    assert [len(e) for e in back] == [len(e) for e in ours]
+    np.testing.assert_array_equal(back[0].observations["vel"], ours[0].observations["vel"])
 
 
 def test_missing_dataset_is_a_clear_error(minari_root):
