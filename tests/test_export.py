@@ -51,14 +51,6 @@ def _observations(space, n=1000, seed=0):
     return np.stack([space.sample() for _ in range(n)]).astype(np.float32)
 
 
-def _agree_discrete(actions, reference, logits):
-    """Equal actions wherever the two logits are not within rounding of a tie."""
-    gap = np.abs(logits[:, 1] - logits[:, 0])
-    clear = gap > F32_TOL * (1 + np.abs(logits).max(-1))
-    np.testing.assert_array_equal(np.asarray(actions)[clear], np.asarray(reference)[clear])
-    assert clear.mean() > 0.99
-
-
 def test_stablehlo_matches_the_jax_policy_with_a_frozen_filter(pendulum_filtered_bc, tmp_path):
     algo = pendulum_filtered_bc
     obs = _observations(algo._obs_space)
@@ -101,7 +93,7 @@ def test_onnx_gives_the_jax_actions_on_1000_observations(pendulum_filtered_bc, c
         np.testing.assert_allclose(dist_inputs, ref_inputs, atol=F32_TOL, rtol=F32_TOL)
         if name == "cartpole":
             assert actions.dtype.kind == "i"
-            _agree_discrete(actions, reference, np.asarray(ref_inputs))
+            _agree_discrete_n(actions, reference, np.asarray(ref_inputs))
         else:
             np.testing.assert_allclose(actions, reference, atol=F32_TOL * 2.0, rtol=F32_TOL)
 
@@ -130,3 +122,27 @@ def test_bad_format_and_frame_stacking_are_clear_errors(tmp_path_factory, cartpo
                   updates=1, lookback=1)
     with pytest.raises(ExportError, match="frame stacking"):
         stacked.export_policy("x.stablehlo")
+
+
+def test_discrete_observations_are_one_hot_encoded_inside_the_graph(tmp_path):
+    """FrozenLake's integer observations go in raw (as int32: JAX's default int width)."""
+    algo = BCConfig().environment("FrozenLake-v1").rl_module(
+        model_config={"fcnet_hiddens": [16]}).build()
+    obs = np.arange(16).repeat(3)
+    reference = algo.compute_actions(obs)
+    actions, dist_inputs = load_stablehlo(algo.export_policy(str(tmp_path / "fl.stablehlo")))(
+        obs.astype(np.int32))
+    _agree_discrete_n(actions, reference, np.asarray(dist_inputs))
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("jax2onnx")
+    session = ort.InferenceSession(algo.export_policy(str(tmp_path / "fl.onnx"), "onnx"))
+    onnx_actions, _ = session.run(None, {"obs": obs.astype(np.int32)})
+    _agree_discrete_n(onnx_actions, reference, np.asarray(dist_inputs))
+
+
+def _agree_discrete_n(actions, reference, logits):
+    """Equal argmax actions wherever the top two logits are not within rounding of a tie."""
+    top2 = np.sort(logits, -1)[:, -2:]
+    clear = (top2[:, 1] - top2[:, 0]) > F32_TOL * (1 + np.abs(logits).max(-1))
+    np.testing.assert_array_equal(np.asarray(actions)[clear], np.asarray(reference)[clear])
+    assert clear.mean() > 0.95  # near-ties are rare: the comparison covers nearly every row
