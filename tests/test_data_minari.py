@@ -13,6 +13,7 @@ minari = pytest.importorskip("minari")
 # Minari nags about metadata (author, description, env spec) a test data set does not need.
 pytestmark = pytest.mark.filterwarnings("ignore:.*(is set to None|env_spec is None):UserWarning")
 
+from rljax_offline import Episode  # noqa: E402
 from rljax_offline.data import OfflineDataError, iter_episodes, read_episodes  # noqa: E402
 from rljax_offline.data.minari import (  # noqa: E402
     convert_minari,
@@ -106,6 +107,19 @@ def test_our_episodes_written_as_minari_load_with_the_same_data(minari_root):
         np.testing.assert_array_equal(ref.rewards, ep.rewards)
         assert bool(ref.terminations[-1]) == ep.terminated
         np.testing.assert_array_equal(ref.infos["t"], np.arange(len(ep) + 1))
+
+
+def test_lookback_buffers_are_not_written(minari_root):
+    ep = Episode(observations=np.arange(12.0).reshape(6, 2).astype(np.float32),
+                 actions=np.arange(5) % 2, rewards=np.arange(5.0), len_lookback_buffer=2,
+                 terminated=True)
+    space = gym.spaces.Box(-100, 100, (2,), np.float32)
+    write_minari([ep], "toy/lookback-v0", observation_space=space,
+                 action_space=gym.spaces.Discrete(2))
+    ref = next(minari.load_dataset("toy/lookback-v0").iterate_episodes())
+    np.testing.assert_array_equal(ref.observations, ep.get_observations())
+    np.testing.assert_array_equal(ref.rewards, [2.0, 3.0, 4.0])
+    assert ref.terminations.tolist() == [False, False, True]
 
 
 def test_writing_infos_that_change_keys_drops_them_with_a_warning(minari_root):

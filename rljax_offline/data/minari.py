@@ -158,20 +158,17 @@ def _simple_infos(infos: tuple, n_obs: int, episode_id: str) -> dict | None:
 def _buffer_of(episode: Episode, index: int):
     from minari.data_collector.episode_buffer import EpisodeBuffer
 
-    lb = episode.len_lookback_buffer
-    if lb:  # a Minari episode has no lookback buffer: keep the episode's own steps
-        episode = episode[:]
-    n = len(episode)
+    n = len(episode)  # a Minari episode has no lookback buffer: only the episode's own steps
     term = np.zeros(n, bool)
     trunc = np.zeros(n, bool)
     if n:
         term[-1], trunc[-1] = episode.is_terminated, episode.is_truncated
-    infos = _simple_infos(tuple(episode.infos), n + 1, episode.id_)
-    return EpisodeBuffer(id=index, observations=jax.tree_util.tree_map(np.asarray,
-                                                                       episode.observations),
-                         actions=jax.tree_util.tree_map(np.asarray, episode.actions),
-                         rewards=np.asarray(episode.rewards), terminations=term,
-                         truncations=trunc, infos=infos if infos is not None else {})
+    infos = _simple_infos(tuple(episode.get_infos()), n + 1, episode.id_)
+    return EpisodeBuffer(
+        id=index, observations=jax.tree_util.tree_map(np.asarray, episode.get_observations()),
+        actions=jax.tree_util.tree_map(np.asarray, episode.get_actions()),
+        rewards=np.asarray(episode.get_rewards()), terminations=term, truncations=trunc,
+        infos=infos if infos is not None else {})
 
 
 def write_minari(episodes: Iterable[Episode], dataset_id: str, *, env: Any = None,
