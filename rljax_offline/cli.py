@@ -100,6 +100,11 @@ def cmd_evaluate(args) -> int:
 
     algo = BC.from_checkpoint(args.checkpoint)
     result = algo.evaluate(num_episodes=args.episodes)
+    if args.log_dir:
+        from rljax_offline.reporting import default_logger
+
+        with default_logger(args.log_dir, tensorboard=not args.no_tensorboard) as log:
+            log.log({"evaluation": {"env_runners": result}}, step=algo.iteration)
     _emit({"command": "evaluate", "checkpoint": args.checkpoint, **result})
     return 0
 
@@ -258,6 +263,11 @@ def build_parser() -> argparse.ArgumentParser:
              cmd_evaluate)
     p.add_argument("--checkpoint", required=True, help="checkpoint folder written by train")
     p.add_argument("--episodes", type=_positive_int, default=10, help="episodes to run")
+    p.add_argument("--log-dir", default=None,
+                   help="also log the results (metrics.jsonl and TensorBoard events, at the "
+                        "checkpoint's iteration) into this folder, e.g. the run's --out")
+    p.add_argument("--no-tensorboard", action="store_true",
+                   help="with --log-dir: JSON lines only")
 
     p = _sub(sub, "convert", "convert between tabular rows, episode rows, SampleBatch JSON "
              "and Minari datasets",

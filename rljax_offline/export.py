@@ -21,6 +21,7 @@ yet): those raise a clear error.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -146,10 +147,17 @@ def export_onnx(parts: PolicyParts, path: str, *, opset: int = 17) -> str:
     if not isinstance(sig, jax.ShapeDtypeStruct):
         raise ExportError(f"ONNX export takes one observation array; the observation space "
                           f"{parts.spaces.observation} is nested (use format='stablehlo')")
-    model = to_onnx(greedy_policy_fn(parts), [jax.ShapeDtypeStruct(("B", *sig.shape[1:]),
-                                                                   sig.dtype)],
-                    model_name="rljax_offline_policy", opset=opset, input_names=["obs"],
-                    output_names=["actions", "action_dist_inputs"])
+    # onnx_ir warns about untyped intermediate shape values of the converter: not ours to fix.
+    ir_log = logging.getLogger("onnx_ir")
+    level = ir_log.level
+    ir_log.setLevel(logging.ERROR)
+    try:
+        model = to_onnx(greedy_policy_fn(parts),
+                        [jax.ShapeDtypeStruct(("B", *sig.shape[1:]), sig.dtype)],
+                        model_name="rljax_offline_policy", opset=opset, input_names=["obs"],
+                        output_names=["actions", "action_dist_inputs"])
+    finally:
+        ir_log.setLevel(level)
     return _write_atomic(path, model.SerializeToString())
 
 

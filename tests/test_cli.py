@@ -50,9 +50,12 @@ def test_record_inspect_convert_train_evaluate(tmp_path):
     out = cli("train", "--input", str(data), "--iterations", "3", "--updates-per-iteration",
               "20", "--hiddens", "32", "--out", str(run), "--quiet")
     assert last_json(out)["iterations"] == 3
-    out = cli("evaluate", "--checkpoint", str(run / "checkpoint"), "--episodes", "2")
+    out = cli("evaluate", "--checkpoint", str(run / "checkpoint"), "--episodes", "2",
+              "--log-dir", str(tmp_path / "eval"))
     assert out.returncode == 0, out.stderr
     assert last_json(out)["num_episodes"] == 2
+    tags = read_tensorboard_scalars(str(tmp_path / "eval"))
+    assert [s for s, _ in tags["evaluation/env_runners/episode_return_mean"]] == [3]
     out = cli("export", "--checkpoint", str(run / "checkpoint"), "--output",
               str(tmp_path / "policy.stablehlo"))
     assert out.returncode == 0, out.stderr
