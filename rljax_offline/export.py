@@ -137,28 +137,43 @@ def load_stablehlo(path: str) -> Callable:
 
 
 def export_onnx(parts: PolicyParts, path: str, *, opset: int = 17) -> str:
-    """Writes the greedy policy as an ONNX model (input `obs`, outputs `actions`,
-    `action_dist_inputs`) through jax2onnx."""
+    """Writes the greedy policy as an ONNX model through jax2onnx: input `obs` (for nested
+    observation spaces one input a leaf, `obs.<key>`), outputs `actions` and
+    `action_dist_inputs`."""
     try:
         from jax2onnx import to_onnx
     except ImportError:
         raise ImportError('ONNX export needs jax2onnx: pip install "rljax-offline[onnx]"') from None
     sig = observation_signature(parts.spaces)
-    if not isinstance(sig, jax.ShapeDtypeStruct):
-        raise ExportError(f"ONNX export takes one observation array; the observation space "
-                          f"{parts.spaces.observation} is nested (use format='stablehlo')")
+    # ONNX inputs are flat tensors: nested (Dict/Tuple) observations become one input per
+    # leaf, named after its path (`obs.pos`, `obs.0`), in the order of `jax.tree_util`.
+    leaves_with_paths, treedef = jax.tree_util.tree_flatten_with_path(sig)
+    names = ["obs" + "".join(f".{_key_name(k)}" for k in path) for path, _ in leaves_with_paths]
+    act = greedy_policy_fn(parts)
+
+    def act_on_leaves(*leaves):
+        return act(jax.tree_util.tree_unflatten(treedef, leaves))
+
     # onnx_ir warns about untyped intermediate shape values of the converter: not ours to fix.
     ir_log = logging.getLogger("onnx_ir")
     level = ir_log.level
     ir_log.setLevel(logging.ERROR)
     try:
-        model = to_onnx(greedy_policy_fn(parts),
-                        [jax.ShapeDtypeStruct(("B", *sig.shape[1:]), sig.dtype)],
-                        model_name="rljax_offline_policy", opset=opset, input_names=["obs"],
+        model = to_onnx(act_on_leaves,
+                        [jax.ShapeDtypeStruct(("B", *leaf.shape[1:]), leaf.dtype)
+                         for _, leaf in leaves_with_paths],
+                        model_name="rljax_offline_policy", opset=opset, input_names=names,
                         output_names=["actions", "action_dist_inputs"])
     finally:
         ir_log.setLevel(level)
     return _write_atomic(path, model.SerializeToString())
+
+
+def _key_name(key: Any) -> str:
+    for attr in ("key", "idx", "name"):
+        if hasattr(key, attr):
+            return str(getattr(key, attr))
+    return str(key)
 
 
 def export_policy(parts: PolicyParts, path: str, format: str = "stablehlo") -> str:

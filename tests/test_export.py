@@ -3,12 +3,14 @@
 import subprocess
 import sys
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
 from rljax_offline.config import BCConfig
 from rljax_offline.connectors.common import frame_stack
 from rljax_offline.connectors.env_to_module import mean_std_filter
+from rljax_offline.episode_builder import EpisodeBuilder
 from rljax_offline.export import ExportError, load_stablehlo
 from rljax_offline.runners.env_runner import EnvRunner, episode_stats, record_expert
 
@@ -146,3 +148,37 @@ def _agree_discrete_n(actions, reference, logits):
     clear = (top2[:, 1] - top2[:, 0]) > F32_TOL * (1 + np.abs(logits).max(-1))
     np.testing.assert_array_equal(np.asarray(actions)[clear], np.asarray(reference)[clear])
     assert clear.mean() > 0.95  # near-ties are rare: the comparison covers nearly every row
+
+
+class DictObs(gym.ObservationWrapper):
+    """CartPole with Dict observations: the graph flattens them (the default connector)."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        box = gym.spaces.Box(-5, 5, (2,), np.float32)
+        self.observation_space = gym.spaces.Dict({"pos": box, "vel": box})
+
+    def observation(self, o):
+        return {"pos": o[[0, 2]].astype(np.float32), "vel": o[[1, 3]].astype(np.float32)}
+
+
+def test_dict_observations_export_as_one_input_per_key(tmp_path):
+    algo = BCConfig().environment(lambda cfg: DictObs(gym.make("CartPole-v1"))).rl_module(
+        model_config={"fcnet_hiddens": [16]}).build()
+    algo._obs_space.seed(0)
+    samples = [algo._obs_space.sample() for _ in range(200)]
+    obs = {k: np.stack([o[k] for o in samples]) for k in ("pos", "vel")}
+    builders = []
+    for o in samples:
+        b = EpisodeBuilder(observation_space=algo.spaces.observation)
+        b.add_env_reset(o)
+        builders.append(b)
+    reference = algo.actor(explore=False).act(builders, 0)[0]
+    actions, dist_inputs = load_stablehlo(algo.export_policy(str(tmp_path / "d.stablehlo")))(obs)
+    _agree_discrete_n(actions, reference, np.asarray(dist_inputs))
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("jax2onnx")
+    session = ort.InferenceSession(algo.export_policy(str(tmp_path / "d.onnx"), "onnx"))
+    assert [i.name for i in session.get_inputs()] == ["obs.pos", "obs.vel"]
+    onnx_actions, _ = session.run(None, {"obs.pos": obs["pos"], "obs.vel": obs["vel"]})
+    _agree_discrete_n(onnx_actions, reference, np.asarray(dist_inputs))
