@@ -32,8 +32,8 @@ def run_training(config: BCConfig, *, iterations: int = 50, stop_return: float |
     interrupted run resumes from its last checkpoint when started again with `resume=True`.
 
     Logs every result to `logger` (default: `out_dir/metrics.jsonl` and TensorBoard events in
-    `out_dir`, see `rljax_offline.reporting`) and writes `out_dir/learning_curve.png`; returns a
-    summary.
+    `out_dir`, see `rljax_offline.reporting`; closed at the end) and writes
+    `out_dir/learning_curve.png` (x-axis `plot_x_axis`); returns a summary.
     """
     from tqdm import tqdm
 

@@ -167,6 +167,32 @@ def test_dict_observations_round_trip_and_convert_to_episode_rows(minari_root, t
     np.testing.assert_array_equal(back[0].observations["vel"], ours[0].observations["vel"])
 
 
+def test_infos_one_per_step_get_an_empty_reset_info(minari_root):
+    """Older HDF5 data sets hold one info per step, none for the reset."""
+    pytest.importorskip("h5py")
+    from minari.data_collector.episode_buffer import EpisodeBuffer
+
+    obs = np.zeros((4, 2), np.float32)
+    buffer = EpisodeBuffer(id=0, observations=obs, actions=np.array([0, 1, 0]),
+                           rewards=np.ones(3), terminations=np.array([False, False, True]),
+                           truncations=np.zeros(3, bool), infos={"k": [1, 2, 3]})
+    minari.create_dataset_from_buffers(
+        "toy/stepinfos-v0", [buffer], observation_space=gym.spaces.Box(-1, 1, (2,)),
+        action_space=gym.spaces.Discrete(2), data_format="hdf5")
+    (ep,) = read_episodes("minari:toy/stepinfos-v0")
+    assert ep.infos[0] == {} and [int(i["k"]) for i in ep.infos[1:]] == [1, 2, 3]
+
+
+def test_observation_space_mismatch_is_a_clear_error(minari_root):
+    collect("cartpole/small-v0", episodes=1, expert=False)
+    with pytest.raises(OfflineDataError, match="observation space"):
+        read_episodes("minari:cartpole/small-v0",
+                      observation_space=gym.spaces.Box(-1, 1, (5,), np.float32))
+    # Same shapes and dtypes, other bounds: accepted.
+    assert read_episodes("minari:cartpole/small-v0",
+                         observation_space=gym.spaces.Box(-9, 9, (4,), np.float32))
+
+
 def test_missing_dataset_is_a_clear_error(minari_root):
     with pytest.raises(OfflineDataError, match="MINARI_DATASETS_PATH"):
         read_episodes("minari:nothing/here-v0")

@@ -26,6 +26,7 @@ import gymnasium as gym
 import jax
 import numpy as np
 
+from rljax_offline import spaces as sp
 from rljax_offline.data.errors import OfflineDataError
 from rljax_offline.episode import Episode
 
@@ -81,14 +82,21 @@ def minari_spaces(source: str) -> tuple[gym.Space, gym.Space]:
     return ds.observation_space, ds.action_space
 
 
-def _infos_per_step(infos: Any, n_obs: int) -> list[dict]:
-    """Minari's stacked infos (a dict of arrays, one item per observation) as one dict a step."""
+def _infos_per_step(infos: Any, n_obs: int, name: str, row: int) -> list[dict]:
+    """Minari's stacked infos (a dict of arrays) as one dict per observation.
+
+    Minari stacks one info per observation (the reset's first); data sets ported from elsewhere
+    sometimes hold one per step only: those get an empty reset info."""
     if not infos:
         return [{} for _ in range(n_obs)]
-    out = []
-    for i in range(n_obs):
-        out.append(jax.tree_util.tree_map(lambda a, i=i: np.asarray(a)[i], infos))
-    return out
+    lengths = {len(leaf) for leaf in jax.tree_util.tree_leaves(infos)}
+    if lengths == {n_obs - 1}:
+        return [{}] + _infos_per_step(infos, n_obs - 1, name, row)
+    if lengths != {n_obs}:
+        raise OfflineDataError(f"infos have lengths {sorted(lengths)}; expected {n_obs} (one "
+                               "per observation)", file=name, row=row, column="infos")
+    return [jax.tree_util.tree_map(lambda a, i=i: np.asarray(a)[i], infos)
+            for i in range(n_obs)]
 
 
 def _episode_from_minari(data: Any, obs_space: gym.Space, act_space: gym.Space,
@@ -99,9 +107,10 @@ def _episode_from_minari(data: Any, obs_space: gym.Space, act_space: gym.Space,
     if n and (term[:-1].any() or trunc[:-1].any()):
         raise OfflineDataError("an episode is terminated or truncated before its last step",
                                file=name, row=int(data.id))
+    infos = _infos_per_step(data.infos, n + 1, name, int(data.id))
     try:
         return Episode(observations=data.observations, actions=data.actions,
-                       rewards=np.asarray(data.rewards), infos=_infos_per_step(data.infos, n + 1),
+                       rewards=np.asarray(data.rewards), infos=infos,
                        terminated=bool(n and term[-1]), truncated=bool(n and trunc[-1]),
                        id_=f"minari-{data.id}", observation_space=obs_space,
                        action_space=act_space)
@@ -116,12 +125,14 @@ def iter_minari_episodes(source: str, *, observation_space: Any = None,
 
     Args:
       source: `"minari:DATASET_ID"`, a dataset id, or a path to a dataset folder.
-      observation_space: if given, it must equal the dataset's (a clear error otherwise).
+      observation_space: if given, its shapes and dtypes must be the dataset's (a clear error
+        otherwise).
       process_index, process_count: this process reads every `process_count`-th episode.
     """
     ds = load_minari_dataset(source)
     name = str(source)
-    if observation_space is not None and observation_space != ds.observation_space:
+    if observation_space is not None and sp.leaf_shapes(sp.to_spec(observation_space)) != (
+            sp.leaf_shapes(sp.to_spec(ds.observation_space))):
         raise OfflineDataError(f"the dataset's observation space {ds.observation_space} is not "
                                f"the expected {observation_space}", file=name)
     indices = list(ds.episode_indices)[process_index::process_count]
