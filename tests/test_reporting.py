@@ -68,3 +68,31 @@ def test_wandb_project_without_wandb_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_wandb)
     with pytest.raises(ImportError, match="pip install wandb"):
         default_logger(str(tmp_path), tensorboard=False, wandb_project="p")
+
+
+def test_wandb_logger_sends_flattened_scalars(tmp_path, monkeypatch):
+    """W&B through a stand-in module (the real one needs an account): what it is sent."""
+    import sys
+    import types
+
+    calls = {}
+
+    class Run:
+        def log(self, data, step):
+            calls.setdefault("log", []).append((step, data))
+
+        def finish(self):
+            calls["finished"] = True
+
+    def init(**kwargs):
+        calls["init"] = kwargs
+        return Run()
+
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=init))
+    with default_logger(str(tmp_path), tensorboard=False, wandb_project="proj",
+                        config={"lr": 0.1}) as log:
+        log.log(RESULT, step=3)
+    assert calls["init"]["project"] == "proj" and calls["init"]["config"] == {"lr": 0.1}
+    step, data = calls["log"][0]
+    assert step == 3 and data["evaluation/env_runners/episode_return_mean"] == 480.5
+    assert calls["finished"]
