@@ -147,8 +147,12 @@ def default_logger(out_dir: str, *, tensorboard: bool = True, wandb_project: str
     """A run's loggers: `out_dir/metrics.jsonl`, TensorBoard events in `out_dir` (unless
     `tensorboard=False`) and, with `wandb_project`, W&B."""
     loggers: list[Logger] = [JsonLinesLogger(os.path.join(out_dir, "metrics.jsonl"))]
-    if tensorboard:
-        loggers.append(TensorBoardLogger(out_dir))
-    if wandb_project:
-        loggers.append(WandbLogger(wandb_project, run_dir=out_dir, config=config))
+    try:
+        if tensorboard:
+            loggers.append(TensorBoardLogger(out_dir))
+        if wandb_project:
+            loggers.append(WandbLogger(wandb_project, run_dir=out_dir, config=config))
+    except BaseException:
+        MultiLogger(*loggers).close()  # no open files left behind by a failed start
+        raise
     return MultiLogger(*loggers)
