@@ -1,5 +1,14 @@
 """rljax_offline: RLlib's offline RL stack (episodes, connectors, Parquet data, BC, MARWIL,
-CQL, IQL) in JAX."""
+CQL, IQL) in JAX.
+
+The public names are all importable from here. Episodes, batches and spaces load eagerly (they
+are light); the rest (algorithms, data I/O, runners, export, logging) load on first use, so
+`import rljax_offline` stays fast and optional extras are only needed when used.
+"""
+
+from __future__ import annotations
+
+import importlib
 
 from rljax_offline.batch import EpisodeBatch, EpisodeMeta, bucket_length
 from rljax_offline.episode import Episode, EpisodeError
@@ -8,8 +17,9 @@ from rljax_offline.spaces import SpaceError, space_from_dict, space_to_dict, to_
 
 __version__ = "0.1.0"
 
-# Names that pull in flax/optax are imported on first use (`import rljax_offline` stays light).
+# name -> module that defines it (or (module, attribute)), imported on first access.
 _LAZY = {
+    # algorithms
     "Algorithm": "rljax_offline.algorithms.algorithm",
     "AlgorithmConfig": "rljax_offline.algorithms.config",
     "ConfigError": "rljax_offline.algorithms.config",
@@ -18,36 +28,100 @@ _LAZY = {
     "MARWILConfig": "rljax_offline.learners.marwil",
     "CQLConfig": "rljax_offline.learners.cql",
     "IQLConfig": "rljax_offline.learners.iql",
+    "run_training": "rljax_offline.training_loop",
+    # connectors
+    "Connector": "rljax_offline.connectors.core",
+    "Context": "rljax_offline.connectors.core",
+    "Spaces": "rljax_offline.connectors.core",
+    "pipeline": "rljax_offline.connectors.core",
+    # acting
+    "EnvRunner": "rljax_offline.runners.env_runner",
+    "ConnectorPolicy": "rljax_offline.runners.acting",
+    "PipelinePolicy": "rljax_offline.runners.acting",
+    "record_expert": "rljax_offline.runners.env_runner",
+    # data: readers, writers, conversions
+    "OfflineDataError": "rljax_offline.data.errors",
+    "SkipReport": "rljax_offline.data.reader",
+    "iter_episodes": "rljax_offline.data.reader",
+    "read_episodes": "rljax_offline.data.reader",
+    "EpisodeWriter": "rljax_offline.data.writer",
+    "write_episodes": "rljax_offline.data.writer",
+    "convert_dataset": "rljax_offline.data.inspect",
+    "inspect_dataset": "rljax_offline.data.inspect",
+    "episodes_to_tabular": "rljax_offline.data.convert",
+    "tabular_to_episodes": "rljax_offline.data.convert",
+    "read_sample_batch_json": "rljax_offline.data.sample_batch_json",
+    "sample_timesteps": "rljax_offline.data.sampler",
+    "iter_minari_episodes": "rljax_offline.data.minari",
+    "write_minari": "rljax_offline.data.minari",
+    # export and logging
+    "ExportError": "rljax_offline.export",
+    "PolicyParts": "rljax_offline.export",
+    "export_policy": "rljax_offline.export",
+    "load_stablehlo": "rljax_offline.export",
+    "default_logger": "rljax_offline.reporting",
 }
 
-__all__ = [
+__all__ = [  # every public name; tests/test_public_api.py checks each resolves
     "Algorithm",
     "AlgorithmConfig",
     "BCConfig",
     "CQLConfig",
     "ConfigError",
+    "Connector",
+    "ConnectorPolicy",
+    "Context",
+    "EnvRunner",
     "Episode",
     "EpisodeBatch",
     "EpisodeBuilder",
     "EpisodeError",
     "EpisodeMeta",
+    "EpisodeWriter",
+    "ExportError",
     "IQLConfig",
     "MARWILConfig",
+    "OfflineDataError",
+    "PipelinePolicy",
+    "PolicyParts",
+    "SkipReport",
     "SpaceError",
+    "Spaces",
     "bucket_length",
+    "convert_dataset",
+    "default_logger",
+    "episodes_to_tabular",
+    "export_policy",
+    "inspect_dataset",
+    "iter_episodes",
+    "iter_minari_episodes",
+    "load_stablehlo",
+    "pipeline",
+    "read_episodes",
+    "read_sample_batch_json",
+    "record_expert",
     "register_algorithm",
+    "run_training",
+    "sample_timesteps",
     "space_from_dict",
     "space_to_dict",
+    "tabular_to_episodes",
     "to_space",
     "to_spec",
+    "write_episodes",
+    "write_minari",
 ]
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
+def __getattr__(name: str):
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'rljax_offline' has no attribute {name!r}")
+    module, attr = where if isinstance(where, tuple) else (where, name)
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value  # later lookups skip this function
+    return value
 
-        where = _LAZY[name]
-        module, attr = where if isinstance(where, tuple) else (where, name)
-        return getattr(importlib.import_module(module), attr)
-    raise AttributeError(f"module 'rljax_offline' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

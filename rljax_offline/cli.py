@@ -1,7 +1,9 @@
-"""`rljax-offline`: record, train, evaluate, convert, inspect, demo.
+"""`rljax-offline`: record, train, evaluate, convert, inspect, export, demo: offline RL data
+and offline algorithms (BC, MARWIL, CQL, IQL) from the command line.
 
 Every command prints progress on long work and its results as JSON lines on stdout, so runs
-can be piped into `jq` or a log; `train` and `demo` also save a learning-curve PNG.
+can be piped into `jq` or a log; `train` and `demo` also save a learning-curve PNG, and `train`
+writes TensorBoard events under its `--out`.
 """
 
 from __future__ import annotations
@@ -10,7 +12,12 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 import time
+
+_INPUTS = ("Data: RLlib's Parquet formats (episode rows or tabular rows) on local disk or any "
+           "pyarrow filesystem, and Minari datasets as minari:DATASET_ID (found through "
+           "MINARI_DATASETS_PATH as Minari does).")
 
 
 def _emit(record: dict) -> None:
@@ -22,7 +29,14 @@ def _add_read_options(p: argparse.ArgumentParser) -> None:
                    help="the input is in tabular rows (one timestep a row), not episode rows")
     p.add_argument("--schema", type=json.loads, default=None, metavar="JSON",
                    help='input_read_schema mapping, e.g. \'{"obs": "o_t", "actions": "a_t"}\'')
-    p.add_argument("--on-bad-file", choices=["raise", "skip"], default="raise")
+    p.add_argument("--on-bad-file", choices=["raise", "skip"], default="raise",
+                   help="what to do with an unreadable file: stop with its name, or skip it "
+                        "and report it")
+
+
+def _input(args):
+    """One input as a string (so `minari:ID` is recognised), several as a list."""
+    return args.input[0] if len(args.input) == 1 else list(args.input)
 
 
 def _read_kwargs(args) -> dict:
@@ -36,11 +50,16 @@ def _read_kwargs(args) -> dict:
 def cmd_record(args) -> int:
     from rljax_offline.runners.env_runner import record_expert
 
+    if args.rllib_layout and args.tabular:
+        raise ValueError("--rllib-layout is a layout of episode rows: drop it or --tabular")
+    if args.compress_columns and not args.tabular:
+        raise ValueError("--compress-columns compresses tabular columns: add --tabular")
     t0 = time.perf_counter()
     files = record_expert(args.env, args.output, num_episodes=args.episodes, seed=args.seed,
                           output_write_episodes=not args.tabular,
                           output_max_rows_per_file=args.max_rows_per_file,
-                          num_envs=args.num_envs)
+                          output_compress_columns=args.compress_columns,
+                          rllib_layout=args.rllib_layout, num_envs=args.num_envs)
     _emit({"command": "record", "env": args.env, "output": args.output,
            "episodes": args.episodes, "files": len(files),
            "seconds": round(time.perf_counter() - t0, 2)})
@@ -50,14 +69,12 @@ def cmd_record(args) -> int:
 def _config_from_args(args):
     from rljax_offline.algorithms import config_class
 
-    config = config_class(args.algo)()
-    training = {k: v for k, v in vars(args).items() if k.startswith("algo__")}
-    training = {k[len("algo__"):]: v for k, v in training.items()}
+    training = {k[len("algo__"):]: v for k, v in vars(args).items() if k.startswith("algo__")}
     if args.lr is not None:
         training["lr"] = args.lr
-    return (config
+    return (config_class(args.algo)()
             .environment(args.env)
-            .offline_data(input_=args.input, **_read_kwargs(args))
+            .offline_data(input_=_input(args), **_read_kwargs(args))
             .training(train_batch_size_per_learner=args.batch_size,
                       num_updates_per_iteration=args.updates_per_iteration, **training)
             .learners(num_devices=args.num_devices)
@@ -68,41 +85,17 @@ def _config_from_args(args):
 
 
 def cmd_train(args) -> int:
+    from rljax_offline.reporting import default_logger
     from rljax_offline.training_loop import run_training
 
-    summary = run_training(_config_from_args(args), iterations=args.iterations,
-                           stop_return=args.stop_return, out_dir=args.out,
-                           progress=not args.quiet, emit=_emit)
+    config = _config_from_args(args)
+    logger = default_logger(args.out, tensorboard=not args.no_tensorboard,
+                            wandb_project=args.wandb_project, config=config.to_dict())
+    summary = run_training(config, iterations=args.iterations, stop_return=args.stop_return,
+                           out_dir=args.out, progress=not args.quiet, emit=_emit,
+                           logger=logger, plot_x_axis=args.plot_x)
     _emit({"command": "train", "algo": args.algo, **summary})
     return 0
-
-
-def _add_algorithm_options(p: argparse.ArgumentParser, algo: str) -> None:
-    """One flag per training option the algorithm adds to the base config (`--beta`,
-    `--min-q-weight`, ...), with its doc and default; left out, the config's default holds."""
-    from rljax_offline.algorithms import AlgorithmConfig, config_class
-
-    cls = config_class(algo)
-    base = {f.name for f in AlgorithmConfig.options("training")}
-    group = p.add_argument_group(f"{algo} options")
-    for f in cls.options("training"):
-        if f.name in base:
-            continue
-        default = cls.__dataclass_fields__[f.name].default
-        kind = {bool: _parse_bool, int: int, float: float}.get(type(default), float)
-        group.add_argument(f"--{f.name.rstrip('_').replace('_', '-')}", dest=f"algo__{f.name}",
-                           type=kind, default=argparse.SUPPRESS, metavar=type(default).__name__
-                           if default is not None else "VALUE",
-                           help=f"{f.metadata['doc']} (default: {default})")
-
-
-def _parse_bool(text: str) -> bool:
-    low = text.lower()
-    if low in ("1", "true", "yes", "on"):
-        return True
-    if low in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def cmd_evaluate(args) -> int:
@@ -110,24 +103,53 @@ def cmd_evaluate(args) -> int:
 
     algo = Algorithm.from_checkpoint(args.checkpoint)
     result = algo.evaluate(num_episodes=args.episodes)
+    if args.log_dir:
+        from rljax_offline.reporting import default_logger
+
+        with default_logger(args.log_dir, tensorboard=not args.no_tensorboard) as log:
+            log.log({"evaluation": {"env_runners": result}}, step=algo.iteration)
     _emit({"command": "evaluate", "checkpoint": args.checkpoint, **result})
     return 0
 
 
 def cmd_convert(args) -> int:
     from rljax_offline.data import convert_dataset
+    from rljax_offline.data.minari import convert_minari, is_minari_input
 
-    files = convert_dataset(args.input, args.output, to=args.to,
-                            input_read_schema=args.schema,
-                            output_max_rows_per_file=args.max_rows_per_file)
+    source = _input(args)
+    if args.to == "minari" or is_minari_input(source):
+        if args.to == "minari" and not is_minari_input(args.output):
+            raise ValueError(f"--to minari writes a Minari dataset: give --output as "
+                             f"minari:DATASET_ID, got {args.output!r}")
+        files = convert_minari(source, args.output, to=args.to, env=args.env,
+                               output_max_rows_per_file=args.max_rows_per_file,
+                               **({"input_read_schema": args.schema} if args.schema else {}))
+    else:
+        files = convert_dataset(args.input, args.output, to=args.to,
+                                input_read_schema=args.schema,
+                                output_max_rows_per_file=args.max_rows_per_file)
     _emit({"command": "convert", "to": args.to, "output": args.output, "files": len(files)})
     return 0
 
 
 def cmd_inspect(args) -> int:
     from rljax_offline.data import inspect_dataset
+    from rljax_offline.data.minari import is_minari_input, minari_summary
 
-    _emit({"command": "inspect", **inspect_dataset(args.input, **_read_kwargs(args))})
+    source = _input(args)
+    summary = (minari_summary(source) if is_minari_input(source)
+               else inspect_dataset(args.input, **_read_kwargs(args)))
+    _emit({"command": "inspect", **summary})
+    return 0
+
+
+def cmd_export(args) -> int:
+    from rljax_offline.algorithms.algorithm import Algorithm
+
+    algo = Algorithm.from_checkpoint(args.checkpoint)
+    path = algo.export_policy(args.output, format=args.format)
+    _emit({"command": "export", "checkpoint": args.checkpoint, "format": args.format,
+           "output": path, "bytes": os.path.getsize(path)})
     return 0
 
 
@@ -142,81 +164,231 @@ def cmd_demo(args) -> int:
 # ---------------------------------------------------------------------- parser
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter,
+                     argparse.RawDescriptionHelpFormatter):
+    """Shows every flag's default (where it has one worth showing) and keeps the examples'
+    line breaks."""
+
+    def _get_help_string(self, action):
+        if action.required or any(action.default is v for v in (None, False,
+                                                                argparse.SUPPRESS)):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _sub(sub, name: str, help: str, examples: str, func) -> argparse.ArgumentParser:
+    p = sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".",
+                       epilog="examples:\n" + examples, formatter_class=_HelpFormatter)
+    p.set_defaults(func=func)
+    return p
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _add_algorithm_options(p: argparse.ArgumentParser, algo: str) -> None:
+    """One flag per training option the algorithm adds to the base config (`--beta`,
+    `--min-q-weight`, ...), with its doc and default; left out, the config's default holds."""
+    from rljax_offline.algorithms import AlgorithmConfig, config_class
+
+    cls = config_class(algo)
+    base = {f.name for f in AlgorithmConfig.options("training")}
+    group = p.add_argument_group(f"{algo} options (see `train --algo NAME --help` for others)")
+    for f in cls.options("training"):
+        if f.name in base:
+            continue
+        default = cls.__dataclass_fields__[f.name].default
+        kind = {bool: _parse_bool, int: int, float: float}.get(type(default), float)
+        group.add_argument(f"--{f.name.rstrip('_').replace('_', '-')}", dest=f"algo__{f.name}",
+                           type=kind, default=argparse.SUPPRESS,
+                           metavar=type(default).__name__ if default is not None else "VALUE",
+                           help=f"{f.metadata['doc']} (default: {default})")
+
+
+def _parse_bool(text: str) -> bool:
+    low = text.lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
 def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
     """The CLI; `train`'s algorithm-specific flags are those of `algo`."""
     from rljax_offline.algorithms import names
-    ap = argparse.ArgumentParser(prog="rljax-offline", description=__doc__.splitlines()[0])
-    sub = ap.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("record", help="record expert episodes to Parquet")
-    p.add_argument("--env", default="CartPole-v1", choices=["CartPole-v1", "Pendulum-v1"])
-    p.add_argument("--output", required=True)
-    p.add_argument("--episodes", type=int, default=500)
-    p.add_argument("--num-envs", type=int, default=8)
-    p.add_argument("--tabular", action="store_true", help="write tabular rows")
-    p.add_argument("--max-rows-per-file", type=int, default=None)
-    p.add_argument("--seed", type=int, default=0)
-    p.set_defaults(func=cmd_record)
+    ap = argparse.ArgumentParser(
+        prog="rljax-offline", formatter_class=_HelpFormatter,
+        description=__doc__.split("\n\n")[0] + "\n\n" + textwrap.fill(_INPUTS, 79),
+        epilog="Run `rljax-offline COMMAND --help` for a command's flags and examples.")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("train", help="train an offline algorithm (BC, MARWIL, CQL, IQL) "
-                       "from Parquet data")
+    p = _sub(sub, "record", "record a scripted expert's episodes to Parquet",
+             "  rljax-offline record --output data/cartpole --episodes 200\n"
+             "  rljax-offline record --output data/tab --tabular --max-rows-per-file 10000",
+             cmd_record)
+    p.add_argument("--env", default="CartPole-v1", choices=["CartPole-v1", "Pendulum-v1"],
+                   help="gymnasium env id (one with a shipped scripted expert)")
+    p.add_argument("--output", required=True, help="folder or URI (s3://...) to write into")
+    p.add_argument("--episodes", type=_positive_int, default=500,
+                   help="number of complete episodes to record")
+    p.add_argument("--num-envs", type=_positive_int, default=8,
+                   help="vectorised env copies stepped together")
+    p.add_argument("--tabular", action="store_true",
+                   help="write tabular rows (one timestep a row) instead of episode rows")
+    p.add_argument("--max-rows-per-file", type=_positive_int, default=None,
+                   help="start a new file after this many rows (RLlib's "
+                        "output_max_rows_per_file: episodes, or timesteps with --tabular); "
+                        "default: one file")
+    p.add_argument("--rllib-layout", action="store_true",
+                   help="episode rows byte-identical to RLlib's recorder (per-step lists) "
+                        "instead of our faster one-array-per-buffer encoding")
+    p.add_argument("--compress-columns", nargs="+", default=None, metavar="COLUMN",
+                   help="tabular columns to LZ4-compress as RLlib's output_compress_columns "
+                        "does (e.g. obs new_obs); needs --tabular")
+    p.add_argument("--seed", type=int, default=0, help="seed of the env resets")
+
+    p = _sub(sub, "train", "train an offline algorithm (BC, MARWIL, CQL, IQL) from offline "
+             "data, evaluating as it goes",
+             "  rljax-offline train --input data/cartpole --iterations 20 --out runs/bc\n"
+             "  rljax-offline train --algo cql --min-q-weight 5 --input data/mixed --out runs/cql\n"
+             "  rljax-offline train --input minari:cartpole/expert-v0 --stop-return 450\n"
+             "  tensorboard --logdir runs/bc", cmd_train)
     p.add_argument("--algo", default="bc", choices=names(),
                    help="the algorithm; `train --algo NAME --help` lists its own options")
-    p.add_argument("--input", required=True, nargs="+")
-    p.add_argument("--env", default="CartPole-v1")
-    p.add_argument("--iterations", type=int, default=50)
+    p.add_argument("--input", required=True, nargs="+",
+                   help="Parquet files/folders/globs/URIs, or minari:DATASET_ID")
+    p.add_argument("--env", default="CartPole-v1",
+                   help="gymnasium env id the data comes from (spaces and evaluation)")
+    p.add_argument("--iterations", type=_positive_int, default=50,
+                   help="training iterations (each runs --updates-per-iteration updates)")
     p.add_argument("--stop-return", type=float, default=None,
                    help="stop once the evaluation return mean reaches this")
     p.add_argument("--lr", type=float, default=None,
-                   help="learning rate (default: the algorithm's)")
-    p.add_argument("--batch-size", type=int, default=1024)
-    p.add_argument("--updates-per-iteration", type=int, default=100)
-    p.add_argument("--hiddens", type=int, nargs="+", default=[256, 256])
+                   help="learning rate (default: the algorithm's, RLlib's where it has one)")
+    p.add_argument("--batch-size", type=_positive_int, default=1024,
+                   help="timesteps per update (train_batch_size_per_learner)")
+    p.add_argument("--updates-per-iteration", type=_positive_int, default=100,
+                   help="gradient updates per iteration (one jitted lax.scan)")
+    p.add_argument("--hiddens", type=_positive_int, nargs="+", default=[256, 256],
+                   help="hidden layer sizes of the policy MLP (fcnet_hiddens)")
     p.add_argument("--num-devices", default="all",
-                   type=lambda s: s if s == "all" else int(s))
-    p.add_argument("--eval-interval", type=int, default=1)
-    p.add_argument("--eval-episodes", type=int, default=5)
-    p.add_argument("--out", default="rljax_runs/run")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quiet", action="store_true")
+                   type=lambda s: s if s == "all" else _positive_int(s),
+                   help="local accelerators to train on data-parallel: a number or 'all'")
+    p.add_argument("--eval-interval", type=int, default=1,
+                   help="evaluate every this many iterations (0: never)")
+    p.add_argument("--eval-episodes", type=_positive_int, default=5,
+                   help="episodes per evaluation")
+    p.add_argument("--out", default="rljax_runs/bc",
+                   help="run folder: checkpoint, metrics.jsonl, TensorBoard events, plot; an "
+                        "existing run there resumes from its checkpoint")
+    p.add_argument("--plot-x", choices=["iteration", "updates", "samples"],
+                   default="iteration", help="x-axis of the learning-curve plot")
+    p.add_argument("--no-tensorboard", action="store_true",
+                   help="do not write TensorBoard event files under --out")
+    p.add_argument("--wandb-project", default=None,
+                   help="also log to this Weights & Biases project (needs wandb installed)")
+    p.add_argument("--seed", type=int, default=0, help="seed of params, data order and envs")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_read_options(p)
     _add_algorithm_options(p, algo)
-    p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("evaluate", help="evaluate a saved checkpoint in its env")
-    p.add_argument("--checkpoint", required=True)
-    p.add_argument("--episodes", type=int, default=10)
-    p.set_defaults(func=cmd_evaluate)
+    p = _sub(sub, "evaluate", "run a checkpoint's greedy policy in its env",
+             "  rljax-offline evaluate --checkpoint runs/bc/checkpoint --episodes 20",
+             cmd_evaluate)
+    p.add_argument("--checkpoint", required=True, help="checkpoint folder written by train")
+    p.add_argument("--episodes", type=_positive_int, default=10, help="episodes to run")
+    p.add_argument("--log-dir", default=None,
+                   help="also log the results (metrics.jsonl and TensorBoard events, at the "
+                        "checkpoint's iteration) into this folder, e.g. the run's --out")
+    p.add_argument("--no-tensorboard", action="store_true",
+                   help="with --log-dir: JSON lines only")
 
-    p = sub.add_parser("convert", help="tabular <-> episodes, SampleBatch JSON -> episodes")
-    p.add_argument("--input", required=True, nargs="+")
-    p.add_argument("--output", required=True)
-    p.add_argument("--to", choices=["episodes", "tabular"], required=True)
-    p.add_argument("--schema", type=json.loads, default=None, metavar="JSON")
-    p.add_argument("--max-rows-per-file", type=int, default=None)
-    p.set_defaults(func=cmd_convert)
+    p = _sub(sub, "convert", "convert between tabular rows, episode rows, SampleBatch JSON "
+             "and Minari datasets",
+             "  rljax-offline convert --input data/cartpole --output data/tab --to tabular\n"
+             "  rljax-offline convert --input minari:D4RL/door/human-v2 --output data/door "
+             "--to episodes\n"
+             "  rljax-offline convert --input data/cartpole --output minari:cartpole/bc-v0 "
+             "--to minari --env CartPole-v1", cmd_convert)
+    p.add_argument("--input", required=True, nargs="+",
+                   help="Parquet files/folders/globs, SampleBatch .json files, or "
+                        "minari:DATASET_ID")
+    p.add_argument("--output", required=True,
+                   help="output folder, or minari:DATASET_ID with --to minari")
+    p.add_argument("--to", choices=["episodes", "tabular", "minari"], required=True,
+                   help="output format")
+    p.add_argument("--env", default=None,
+                   help="gymnasium env id recorded in a Minari output (and its spaces when "
+                        "the input files carry none)")
+    p.add_argument("--schema", type=json.loads, default=None, metavar="JSON",
+                   help="input_read_schema mapping of the input's column names")
+    p.add_argument("--max-rows-per-file", type=_positive_int, default=None,
+                   help="rows per output Parquet file (default: one file)")
 
-    p = sub.add_parser("inspect", help="episodes, timesteps, return stats and schema")
-    p.add_argument("--input", required=True, nargs="+")
+    p = _sub(sub, "inspect", "summarize a data set: episodes, timesteps, returns, schema",
+             "  rljax-offline inspect --input data/cartpole\n"
+             "  rljax-offline inspect --input minari:cartpole/expert-v0", cmd_inspect)
+    p.add_argument("--input", required=True, nargs="+",
+                   help="Parquet files/folders/globs/URIs, or minari:DATASET_ID")
     _add_read_options(p)
-    p.set_defaults(func=cmd_inspect)
 
-    p = sub.add_parser("demo", help="record expert CartPole, train BC, evaluate, plot")
-    p.add_argument("--out", default="demo_output")
-    p.add_argument("--episodes", type=int, default=500)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quiet", action="store_true")
-    p.set_defaults(func=cmd_demo)
+    p = _sub(sub, "export", "export a checkpoint's greedy policy as a standalone graph",
+             "  rljax-offline export --checkpoint runs/bc/checkpoint --output policy.onnx "
+             "--format onnx\n"
+             "  rljax-offline export --checkpoint runs/bc/checkpoint --output "
+             "policy.stablehlo", cmd_export)
+    p.add_argument("--checkpoint", required=True, help="checkpoint folder written by train")
+    p.add_argument("--format", choices=["stablehlo", "onnx"], default="stablehlo",
+                   help="stablehlo: jax.export, reloads with plain JAX; onnx: for "
+                        "onnxruntime and friends (needs the onnx extra)")
+    p.add_argument("--output", required=True, help="file to write")
+
+    p = _sub(sub, "demo", "record expert CartPole, train BC, evaluate and plot, in one go",
+             "  rljax-offline demo --out demo_output", cmd_demo)
+    p.add_argument("--out", default="demo_output", help="folder for data, run and pictures")
+    p.add_argument("--episodes", type=_positive_int, default=500,
+                   help="expert episodes to record")
+    p.add_argument("--seed", type=int, default=0, help="seed of recording and training")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
     return ap
+
+
+REFERENCE_WIDTH = 100
+
+
+def help_reference() -> str:
+    """Markdown of `rljax-offline --help` and every `COMMAND --help`, at a fixed width: the
+    README's CLI reference (`scripts/update_cli_reference.py` writes it there)."""
+    ap = build_parser()
+    sub = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))
+    old = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(REFERENCE_WIDTH)
+    try:
+        parts = [("rljax-offline --help", ap.format_help())]
+        parts += [(f"rljax-offline {name} --help", p.format_help())
+                  for name, p in sub.choices.items()]
+    finally:
+        if old is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = old
+    return "\n".join(f"#### `{title}`\n\n```text\n{text.rstrip()}\n```\n"
+                     for title, text in parts)
 
 
 def _algo_of(argv: list[str]) -> str:
     """The `--algo` value of a `train` command line (before the full parse), default bc."""
+    from rljax_offline.algorithms import names
+
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--algo", default="bc")
     algo = pre.parse_known_args(argv)[0].algo
-    from rljax_offline.algorithms import names
-
     return algo if algo in names() else "bc"  # an unknown name fails in the full parse
 
 
@@ -226,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError, KeyError) as e:
+    except (ValueError, FileNotFoundError, KeyError, ImportError) as e:
         print(f"rljax-offline {args.command}: error: {e}", file=sys.stderr)
         return 2
 

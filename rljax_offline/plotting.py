@@ -39,6 +39,10 @@ def _save_atomic(plt, fig, path: str) -> str:
     return path
 
 
+X_AXES = {"iteration": "training iteration", "updates": "gradient updates",
+          "samples": "timesteps trained on"}
+
+
 def main_loss(learner_metrics: dict) -> tuple[str, float]:
     """The loss a curve shows: the total loss (mean over the iteration's updates) where the
     algorithm reports one, else its policy or Q loss."""
@@ -49,18 +53,35 @@ def main_loss(learner_metrics: dict) -> tuple[str, float]:
     raise KeyError(f"no loss among the learner metrics {sorted(learner_metrics)}")
 
 
-def save_learning_curve(history: Sequence[dict], path: str, *, title: str = "BC training",
-                        target_return: float | None = None) -> str:
-    """Plots training loss and evaluation return per iteration from `Algorithm.train()` results.
+def _x_value(result: dict, x_axis: str, updates_per_iteration: int | None) -> float:
+    """Where a result sits on the x-axis: its iteration, updates so far, or samples so far."""
+    it = result["training_iteration"]
+    if x_axis == "iteration":
+        return it
+    if x_axis == "samples":
+        return result["learners"]["__all_modules__"]["num_env_steps_trained_lifetime"]
+    if updates_per_iteration is None:
+        raise ValueError("x_axis='updates' needs updates_per_iteration")
+    return it * updates_per_iteration
+
+
+def save_learning_curve(history: Sequence[dict], path: str, *, title: str = "training",
+                        target_return: float | None = None, x_axis: str = "iteration",
+                        updates_per_iteration: int | None = None) -> str:
+    """Plots training loss and evaluation return from `Algorithm.train()` results, against
+    training iterations, gradient updates or timesteps trained on (`x_axis`).
 
     Args:
       history: result dicts with `training_iteration`, `learners/default_policy/<loss>`
         and, where evaluated, `evaluation/env_runners/episode_return_mean` (nested dicts).
       path: where to write the PNG (atomically).
       target_return: draws a dashed line at this return (e.g. 450 for CartPole).
+      x_axis: "iteration", "updates" (needs `updates_per_iteration`) or "samples".
     """
+    if x_axis not in X_AXES:
+        raise ValueError(f"x_axis must be one of {sorted(X_AXES)}, got {x_axis!r}")
     plt, fig, (ax_loss, ax_ret) = _figure(2)
-    it = [r["training_iteration"] for r in history]
+    it = [_x_value(r, x_axis, updates_per_iteration) for r in history]
     loss = [main_loss(r["learners"]["default_policy"])[1] for r in history]
     loss_name = main_loss(history[0]["learners"]["default_policy"])[0] if history else "loss"
     ax_loss.plot(it, loss, color="tab:blue")
@@ -68,11 +89,11 @@ def save_learning_curve(history: Sequence[dict], path: str, *, title: str = "BC 
 
     for ax in (ax_loss, ax_ret):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax_loss.set_xlabel("training iteration")
+    ax_loss.set_xlabel(X_AXES[x_axis])
     ax_loss.set_ylabel(loss_name.replace("_", " "))
     ax_loss.set_yscale("log" if min(loss) > 0 else "linear")
     ax_loss.set_title(f"{title}: loss")
-    ev = [(r["training_iteration"], r["evaluation"]["env_runners"])
+    ev = [(_x_value(r, x_axis, updates_per_iteration), r["evaluation"]["env_runners"])
           for r in history if "evaluation" in r]
     if ev:
         xs = [i for i, _ in ev]
@@ -84,7 +105,7 @@ def save_learning_curve(history: Sequence[dict], path: str, *, title: str = "BC 
         if target_return is not None:
             ax_ret.axhline(target_return, ls="--", color="gray", label=f"target {target_return}")
         ax_ret.legend(loc="lower right")
-    ax_ret.set_xlabel("training iteration")
+    ax_ret.set_xlabel(X_AXES[x_axis])
     ax_ret.set_ylabel("evaluation episode return")
     ax_ret.set_title(f"{title}: evaluation")
     return _save_atomic(plt, fig, path)

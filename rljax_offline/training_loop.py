@@ -3,13 +3,13 @@ metrics as JSON lines, early stop on a target return, a checkpoint and a learnin
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
 
 from rljax_offline.algorithms.config import AlgorithmConfig
 from rljax_offline.plotting import main_loss, save_learning_curve
+from rljax_offline.reporting import Logger, MultiLogger, default_logger
 
 
 def _short(result: dict) -> dict:
@@ -22,15 +22,19 @@ def _short(result: dict) -> dict:
     return row
 
 
-def run_training(config: AlgorithmConfig, *, iterations: int = 50, stop_return: float | None = None,
-                 out_dir: str = "rljax_runs/bc", progress: bool = True,
-                 emit: Callable[[dict], None] | None = None, resume: bool = True) -> dict:
+def run_training(config: AlgorithmConfig, *, iterations: int = 50,
+                 stop_return: float | None = None, out_dir: str = "rljax_runs/run",
+                 progress: bool = True, emit: Callable[[dict], None] | None = None,
+                 resume: bool = True, logger: Logger | None = None,
+                 plot_x_axis: str = "iteration") -> dict:
     """Trains the config's algorithm for up to `iterations` (stopping once the evaluation
     return mean reaches `stop_return`), checkpointing to `out_dir/checkpoint` after every
     iteration, so an interrupted run resumes from its last checkpoint when started again
     with `resume=True`.
 
-    Writes `out_dir/metrics.jsonl` and `out_dir/learning_curve.png`; returns a summary.
+    Logs every result to `logger` (default: `out_dir/metrics.jsonl` and TensorBoard events in
+    `out_dir`, see `rljax_offline.reporting`; closed at the end) and writes
+    `out_dir/learning_curve.png` (x-axis `plot_x_axis`); returns a summary.
     """
     from tqdm import tqdm
 
@@ -43,14 +47,14 @@ def run_training(config: AlgorithmConfig, *, iterations: int = 50, stop_return: 
     best = None
     reached = False
     metrics_path = os.path.join(out_dir, "metrics.jsonl")
-    with open(metrics_path, "a") as log, tqdm(total=iterations, initial=algo.iteration,
-                                              desc=f"{config.algo_name.upper()} training",
-                                              disable=not progress, unit="it") as bar:
+    logger = default_logger(out_dir) if logger is None else logger
+    with MultiLogger(logger) as log, tqdm(total=iterations, initial=algo.iteration,
+                                          desc=f"{config.algo_name.upper()} training",
+                                          disable=not progress, unit="it") as bar:
         while algo.iteration < iterations:
             result = algo.train()
             row = _short(result)
-            log.write(json.dumps(result, default=float) + "\n")
-            log.flush()
+            log.log(result, step=algo.iteration)
             if emit is not None:
                 emit(row)
             bar.update(1)
@@ -63,7 +67,8 @@ def run_training(config: AlgorithmConfig, *, iterations: int = 50, stop_return: 
                     reached = True
                     break
     plot = save_learning_curve(algo.history, os.path.join(out_dir, "learning_curve.png"),
-                               target_return=stop_return)
+                               target_return=stop_return, x_axis=plot_x_axis,
+                               updates_per_iteration=config.updates_per_iteration)
     algo.stop()
     return {"iterations": algo.iteration, "best_return": best, "reached_target": reached,
             "seconds": round(time.perf_counter() - t0, 2), "data_load_s":

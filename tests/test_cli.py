@@ -4,7 +4,14 @@ import json
 import subprocess
 import sys
 
+import msgpack
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from tensorboard_testlib import read_tensorboard_scalars
+
+from rljax_offline.export import load_stablehlo
 
 
 def cli(*args, cwd=None):
@@ -35,13 +42,55 @@ def test_record_inspect_convert_train_evaluate(tmp_path):
     assert summary["iterations"] == 2 and (run / "learning_curve.png").stat().st_size > 1000
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["training_iteration"] for r in rows] == [1, 2]
+    # TensorBoard events beside the JSON lines, every scalar of train() and its evaluation.
+    tags = read_tensorboard_scalars(str(run))
+    assert [s for s, _ in tags["evaluation/env_runners/episode_return_mean"]] == [1, 2]
+    assert "learners/default_policy/policy_loss" in tags
     # An interrupted run resumes from its last checkpoint.
     out = cli("train", "--input", str(data), "--iterations", "3", "--updates-per-iteration",
               "20", "--hiddens", "32", "--out", str(run), "--quiet")
     assert last_json(out)["iterations"] == 3
-    out = cli("evaluate", "--checkpoint", str(run / "checkpoint"), "--episodes", "2")
+    out = cli("evaluate", "--checkpoint", str(run / "checkpoint"), "--episodes", "2",
+              "--log-dir", str(tmp_path / "eval"))
     assert out.returncode == 0, out.stderr
     assert last_json(out)["num_episodes"] == 2
+    tags = read_tensorboard_scalars(str(tmp_path / "eval"))
+    assert [s for s, _ in tags["evaluation/env_runners/episode_return_mean"]] == [3]
+    out = cli("export", "--checkpoint", str(run / "checkpoint"), "--output",
+              str(tmp_path / "policy.stablehlo"))
+    assert out.returncode == 0, out.stderr
+    actions, _ = load_stablehlo(last_json(out)["output"])(np.zeros((3, 4), np.float32))
+    assert actions.shape == (3,)
+
+
+def test_record_tabular_rows_per_file_count_timesteps_and_compress(tmp_path):
+    out = cli("record", "--output", str(tmp_path / "tab"), "--episodes", "4", "--num-envs", "4",
+              "--tabular", "--max-rows-per-file", "1000", "--compress-columns", "obs", "new_obs")
+    assert out.returncode == 0, out.stderr
+    files = sorted((tmp_path / "tab").rglob("*.parquet"))
+    rows = [pq.read_metadata(f).num_rows for f in files]
+    # The expert balances CartPole for 500 steps: a file ends at the episode reaching 1000 rows.
+    assert rows == [1000, 1000]
+    schema = pq.read_schema(files[0])
+    assert schema.field("obs").type == pa.string() and schema.field("actions").type == pa.int32()
+
+
+def test_record_rllib_layout_writes_rllibs_numpy_int32_actions(tmp_path):
+    out = cli("record", "--output", str(tmp_path / "eps"), "--episodes", "2", "--num-envs", "2",
+              "--rllib-layout")
+    assert out.returncode == 0, out.stderr
+    (f,) = sorted((tmp_path / "eps").rglob("*.parquet"))
+    blob = pq.read_table(f).column("item")[0].as_py()
+    actions = msgpack.unpackb(blob, strict_map_key=False)["actions"]["data"]
+    # As RLlib records them: numpy int32 scalars (msgpack-numpy maps), not plain msgpack ints.
+    assert actions[0] == {b"nd": False, b"type": "<i4", b"data": actions[0][b"data"]}
+
+
+def test_record_flag_combinations_that_make_no_sense_are_refused(tmp_path):
+    out = cli("record", "--output", str(tmp_path / "x"), "--rllib-layout", "--tabular")
+    assert out.returncode == 2 and "--rllib-layout" in out.stderr
+    out = cli("record", "--output", str(tmp_path / "x"), "--compress-columns", "obs")
+    assert out.returncode == 2 and "add --tabular" in out.stderr
 
 
 def test_bad_input_is_a_clear_error(tmp_path):

@@ -358,6 +358,15 @@ class Algorithm:
         stats["evaluation_time_s"] = time.perf_counter() - t0
         return stats
 
+    def export_policy(self, path: str, format: str = "stablehlo") -> str:
+        """Writes the greedy policy, pipelines inlined, as one graph (`rljax_offline.export`)."""
+        from rljax_offline.export import PolicyParts, export_policy
+
+        return export_policy(PolicyParts(
+            self.learner.act, self.learner.dist.greedy, jax.device_get(self.state.params),
+            self.env_to_module_connector, self._e2m_state(), self.module_to_env_connector,
+            self.spaces, self.config.episode_lookback_horizon), path, format)
+
     # ------------------------------------------------------------------ checkpoints
 
     def save(self, path: str) -> str:

@@ -134,7 +134,8 @@ def iter_episodes(input_: Any, *, input_read_episodes: bool = True,
     """Streams episodes with bounded memory.
 
     Args:
-      input_: a file, folder (recursive), glob, URI (`s3://...`) or a list of them.
+      input_: a file, folder (recursive), glob, URI (`s3://...`) or a list of them; or
+        `"minari:DATASET_ID"`, a local Minari dataset (`rljax_offline.data.minari`).
       input_read_episodes: True for episode rows, False for tabular rows (one timestep a row,
         grouped into episodes by `eps_id`).
       input_read_schema: maps our column names onto the file's (`{"obs": "o_t", ...}`).
@@ -147,10 +148,16 @@ def iter_episodes(input_: Any, *, input_read_episodes: bool = True,
     """
     if not 0 <= process_index < process_count:
         raise ValueError(f"process_index must be in [0, {process_count}), got {process_index}")
-    files = resolve_files(input_, filesystem=input_filesystem,
-                          filesystem_kwargs=input_filesystem_kwargs)
+    minari = isinstance(input_, str) and input_.startswith("minari:")
+    files = [] if minari else resolve_files(input_, filesystem=input_filesystem,
+                                            filesystem_kwargs=input_filesystem_kwargs)
     files = files[process_index::process_count]
-    if input_read_episodes:
+    if minari:
+        from rljax_offline.data.minari import iter_minari_episodes
+
+        stream = iter_minari_episodes(input_, observation_space=observation_space,
+                                      process_index=process_index, process_count=process_count)
+    elif input_read_episodes:
         def reader(fs, path):
             return _episodes_of_file(fs, path, input_read_schema=input_read_schema,
                                      observation_space=observation_space)

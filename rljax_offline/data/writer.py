@@ -18,6 +18,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -41,12 +42,25 @@ def file_metadata(layout: str, episode: Episode | None) -> dict[bytes, bytes]:
     return {(META_PREFIX + k).encode(): v.encode() for k, v in meta.items()}
 
 
+def with_rllib_action_dtype(episode: Episode) -> Episode:
+    """Discrete actions as int32, the dtype RLlib records them with (numpy scalars or arrays
+    in episode rows, an int32 column in tabular rows); other actions unchanged."""
+    actions, spec = episode.actions, episode.action_space_spec
+    discrete = isinstance(spec, sp.DiscreteSpec) or (
+        spec is None and isinstance(actions, np.ndarray) and actions.ndim == 1)
+    if discrete and isinstance(actions, np.ndarray) and actions.dtype == np.int64:
+        return episode.replace(actions=actions.astype(np.int32))
+    return episode
+
+
 class EpisodeWriter:
     """Streams episodes into Parquet files under a folder (or a URI on any pyarrow filesystem).
 
     Rows are buffered only up to `row_group_size` rows or `row_group_bytes` and written as a
     row group, so recording for hours does not grow memory. A file is finished after
-    `output_max_rows_per_file` rows (None: one file) and only then appears under its final name.
+    `output_max_rows_per_file` rows (None: one file; rows are episodes, or timesteps in the
+    tabular layout, and a file always ends on a whole episode, as RLlib's recorder writes) and
+    only then appears under its final name.
 
     `rllib_folders="CartPoleEnv"` lays the files out as RLlib does:
     `<path>/cartpoleenv/run-000001-00001/...` (one run folder per written file).
@@ -90,6 +104,7 @@ class EpisodeWriter:
     # ------------------------------------------------------------------ rows
 
     def _rows_of(self, episode: Episode) -> pa.Table:
+        episode = with_rllib_action_dtype(episode)
         if self._episodes:
             blob = encode_episode(episode, finalized=not self._rllib_layout)
             return pa.table({"item": pa.array([blob], pa.binary())})
@@ -108,7 +123,7 @@ class EpisodeWriter:
             self._open(table.schema, episode)
         self._buffer.append(table)
         self._buffered_bytes += table.nbytes
-        self._rows_in_file += 1
+        self._rows_in_file += table.num_rows  # tabular: timesteps, as RLlib counts rows
         if (len(self._buffer) >= self._row_group_size
                 or self._buffered_bytes >= self._row_group_bytes):
             self._flush()

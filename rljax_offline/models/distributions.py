@@ -27,21 +27,31 @@ class Distribution(NamedTuple):
     sample_and_logp: callable = None
 
 
-def categorical(n: int) -> Distribution:
+def categorical(n: int, start: int = 0) -> Distribution:
+    """Categorical over the env's action values `start, ..., start + n - 1` (gymnasium's
+    `Discrete(n, start=s)`): `logp` takes, and `sample`/`greedy` return, those values; logit
+    `i` belongs to action `start + i`. Out-of-range actions get the most negative finite
+    log-probability."""
+
     def logp(inputs, actions):
         logits = jax.nn.log_softmax(inputs, axis=-1)
-        return jnp.take_along_axis(logits, actions[..., None].astype(jnp.int32), -1)[..., 0]
+        index = actions.astype(jnp.int32) - start
+        valid = (index >= 0) & (index < n)
+        picked = jnp.take_along_axis(logits, jnp.clip(index, 0, n - 1)[..., None], -1)[..., 0]
+        # The most negative finite float, not -inf: padded rows (masked out by a 0 weight)
+        # must give 0, not NaN, whatever action value they hold.
+        return jnp.where(valid, picked, jnp.finfo(picked.dtype).min)
 
     def entropy(inputs):
         logp_all = jax.nn.log_softmax(inputs, axis=-1)
         return -jnp.sum(jnp.exp(logp_all) * logp_all, axis=-1)
 
     def sample(inputs, rng):
-        return jax.random.categorical(rng, inputs, axis=-1)
+        return jax.random.categorical(rng, inputs, axis=-1) + start
 
     return Distribution(
         dist_dim=n, logp=logp, sample=sample,
-        greedy=lambda inputs: jnp.argmax(inputs, axis=-1), entropy=entropy,
+        greedy=lambda inputs: jnp.argmax(inputs, axis=-1) + start, entropy=entropy,
         sample_and_logp=lambda inputs, rng: (sample(inputs, rng),
                                              logp(inputs, sample(inputs, rng))))
 
@@ -158,7 +168,7 @@ def deterministic(spec: sp.BoxSpec) -> Distribution:
 def for_space(spec: sp.SpaceSpec) -> Distribution:
     """The distribution RLlib's default model uses for an action space."""
     if isinstance(spec, sp.DiscreteSpec):
-        return categorical(spec.n)
+        return categorical(spec.n, spec.start)
     if isinstance(spec, sp.BoxSpec):
         return diag_gaussian(int(sp.flat_dim(spec)))
     raise ValueError(f"no action distribution for {spec}: use Discrete or Box actions")
