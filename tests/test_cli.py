@@ -46,7 +46,7 @@ def test_record_inspect_convert_train_evaluate(tmp_path):
 
 def test_bad_input_is_a_clear_error(tmp_path):
     out = cli("inspect", "--input", str(tmp_path / "missing"))
-    assert out.returncode == 2
+    assert out.returncode == 1  # a data error (usage errors exit 2)
     assert "does not exist" in out.stderr and "Traceback" not in out.stderr
 
 

@@ -13,10 +13,12 @@ class RljaxError(Exception):
     """Base of every named rljax_offline error (bad data, bad checkpoint, diverged run)."""
 
 
-def _where(file: str | None, row: int | None, column: str | None) -> str:
+def _where(file: str | None, row: int | None, column: str | None, line: int | None) -> str:
     parts = []
     if file is not None:
         parts.append(f"file {file!r}")
+    if line is not None:
+        parts.append(f"line {line}")
     if row is not None:
         parts.append(f"row {row}")
     if column is not None:
@@ -26,13 +28,14 @@ def _where(file: str | None, row: int | None, column: str | None) -> str:
 
 class OfflineDataError(RljaxError, ValueError):
     """Bad offline data: missing or corrupt file, wrong schema, unsafe or malformed payload,
-    values outside the spaces. Names the file, row and column at fault where known."""
+    values outside the spaces. Names the file, row (or line, for JSON lines) and column at
+    fault where known."""
 
     def __init__(self, message: str, *, file: str | None = None, row: int | None = None,
-                 column: str | None = None):
-        where = _where(file, row, column)
+                 column: str | None = None, line: int | None = None):
+        where = _where(file, row, column, line)
         super().__init__(f"{where}: {message}" if where else message)
-        self.file, self.row, self.column = file, row, column
+        self.file, self.row, self.column, self.line = file, row, column, line
         self.reason = message
 
 
