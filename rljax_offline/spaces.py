@@ -190,7 +190,7 @@ def _encode_ndarray(array: np.ndarray) -> str:
 
 #: Largest space a space dict may describe (elements of a Box or bounds array): a few bytes of
 #: a crafted file must not make gymnasium allocate gigabytes of bounds.
-MAX_SPACE_ELEMENTS = 1 << 22
+MAX_SPACE_ELEMENTS = 1 << 20
 
 
 def _check_shape(shape: Any, what: str) -> tuple[int, ...]:

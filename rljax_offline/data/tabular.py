@@ -11,8 +11,8 @@ the field metadata), plain or fixed-size lists; LZ4-compressed columns
 restricted unpickler that allows only `numpy`'s `_frombuffer` (the protocol-5 layout RLlib
 writes, which builds the array from the pickle's own bytes) and `numpy.dtype`: no other global,
 so a crafted file cannot run code, and no `ndarray` reconstruction, so no array is allocated
-from a size header or comes back with uninitialised memory. Decompression is bounded in
-proportion to the compressed size (LZ4's own maximum ratio), whatever the frame header claims.
+from a size header or comes back with uninitialised memory. Decompression is bounded (16 MB
+plus 100x the cell's size), whatever the frame header claims.
 
 In skip mode, an episode with rows in a skipped file is dropped whole, never returned cut:
 the episodes still open when a bad file is met and every `eps_id` readable from that file are
@@ -44,9 +44,11 @@ _ALLOWED_GLOBALS = {
     ("numpy._core.numeric", "_frombuffer"), ("numpy.core.numeric", "_frombuffer"),
     ("numpy", "dtype"),
 }
-#: LZ4 cannot compress better than about 255:1; a frame claiming more is corrupt or hostile.
-_LZ4_MAX_RATIO = 256
-_LZ4_MIN_LIMIT = 1 << 16
+#: Most bytes one compressed cell may inflate to: a fixed allowance (a large image row) plus
+#: 100x its size (the reader's memory aim); a frame claiming more is refused before
+#: anything is allocated.
+_CELL_BASE_LIMIT = 16 << 20
+_CELL_RATIO_LIMIT = 100
 
 
 class _NumpyOnlyUnpickler(pickle.Unpickler):
@@ -63,7 +65,11 @@ def unpack_compressed(value: str | bytes) -> np.ndarray:
 
     try:
         packed = base64.b64decode(value, validate=True)
-        limit = max(_LZ4_MIN_LIMIT, _LZ4_MAX_RATIO * len(packed))
+        limit = _CELL_BASE_LIMIT + _CELL_RATIO_LIMIT * len(packed)
+        claimed = lz4.frame.get_frame_info(packed).get("content_size") or 0
+        if claimed > limit:
+            raise ValueError(f"frame claims {claimed} bytes, more than the {limit} allowed "
+                             f"for a cell of {len(packed)} bytes")
         decompressor = lz4.frame.LZ4FrameDecompressor()
         raw = decompressor.decompress(packed, max_length=limit)
         if not decompressor.eof:
@@ -151,6 +157,9 @@ def _column_values(table: pa.Table, col: str, name: str) -> np.ndarray:
                                    file=name, column=col) from None
     if pa.types.is_null(typ):
         return np.full(len(arr), None, object)
+    if arr.null_count:
+        row = int(np.argwhere(np.asarray(arr.is_null()))[0, 0])
+        raise OfflineDataError("null value", file=name, row=row, column=col)
     return arr.to_numpy(zero_copy_only=False)
 
 
@@ -242,7 +251,7 @@ class _Assembler:
         if "new_obs" in last_cols:
             for i in range(1, len(rows)):
                 c, r = rows[i - 1]
-                if not np.array_equal(c["new_obs"][r], obs[i]):
+                if not np.array_equal(c["new_obs"][r], obs[i], equal_nan=True):
                     raise OfflineDataError(
                         f"episode {eid!r} has a gap: new_obs of its step {i - 1} is not the obs "
                         f"of its step {i} (rows missing or out of order)", file=name,
@@ -273,6 +282,25 @@ class _Assembler:
         return episode
 
 
+def _stored_spaces(pf: Any, name: str) -> dict:
+    """The spaces our writer stored in the file's key-value metadata (none for RLlib's)."""
+    from rljax_offline import spaces as sp
+    from rljax_offline.data.writer import META_PREFIX
+
+    meta = pf.schema_arrow.metadata or {}
+    out = {}
+    for key in ("observation_space", "action_space"):
+        raw = meta.get((META_PREFIX + key).encode())
+        if raw is None:
+            continue
+        try:
+            out[key] = sp.space_from_dict(json.loads(raw))
+        except (ValueError, RecursionError) as e:
+            raise OfflineDataError(f"stored {key} metadata is malformed: {e}",
+                                   file=name) from None
+    return out
+
+
 def _readable_ids(fs: Any, path: str, column: str) -> set[str]:
     """The `eps_id`s that can still be read from a damaged file (none when that fails too)."""
     import pyarrow.parquet as pq
@@ -297,6 +325,9 @@ def iter_tabular_episodes(files, *, input_read_schema: dict | None = None,
         try:
             try:
                 pf = _open_parquet(fs, path)
+                stored = _stored_spaces(pf, name)
+                asm.space = observation_space or stored.get("observation_space")
+                asm.action_space = action_space or stored.get("action_space")
                 for i in range(pf.num_row_groups):
                     table = pf.read_row_group(i)
                     yield from asm.add(_table_columns(table, input_read_schema, name), name)
