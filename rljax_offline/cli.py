@@ -177,12 +177,16 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_convert(args) -> int:
-    from rljax_offline.data import convert_dataset
+    from rljax_offline.data import SkipReport, convert_dataset
 
+    skipped = SkipReport()
     files = convert_dataset(args.input, args.output, to=args.to,
                             input_read_schema=args.schema,
-                            output_max_rows_per_file=args.max_rows_per_file)
-    _emit({"command": "convert", "to": args.to, "output": args.output, "files": len(files)})
+                            output_max_rows_per_file=args.max_rows_per_file,
+                            on_bad_file=args.on_bad_file, skipped=skipped)
+    _emit({"command": "convert", "to": args.to, "output": args.output, "files": len(files),
+           "skipped_files": [list(s) for s in skipped],
+           "dropped_episodes": len(skipped.dropped_episodes)})
     return 0
 
 
@@ -248,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--to", choices=["episodes", "tabular"], required=True)
     p.add_argument("--schema", type=json_object, default=None, metavar="JSON")
     p.add_argument("--max-rows-per-file", type=positive_int, default=None)
+    p.add_argument("--on-bad-file", choices=["raise", "skip"], default="raise")
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("inspect", help="episodes, timesteps, return stats and schema")

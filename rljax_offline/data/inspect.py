@@ -85,7 +85,8 @@ def _leaves(tree):
 
 def convert_dataset(input_: Any, output: str, *, to: str, input_read_schema: dict | None = None,
                     input_read_episodes: bool | None = None,
-                    output_max_rows_per_file: int | None = None, **write_options) -> list[str]:
+                    output_max_rows_per_file: int | None = None, on_bad_file: str = "raise",
+                    skipped: SkipReport | None = None, **write_options) -> list[str]:
     """Converts tabular rows <-> episode rows (and SampleBatch JSON lines -> episodes).
 
     The input format is the opposite of `to` unless `input_read_episodes` says otherwise;
@@ -99,12 +100,14 @@ def convert_dataset(input_: Any, output: str, *, to: str, input_read_schema: dic
     if all(str(p).endswith((".json", ".jsonl")) for p in paths):
         from rljax_offline.data.sample_batch_json import read_sample_batch_json
 
-        episodes = (ep for p in paths for ep in read_sample_batch_json(p))
+        episodes = (ep for p in paths for ep in read_sample_batch_json(
+            p, on_bad_file=on_bad_file, skipped=skipped))
     else:
         if input_read_episodes is None:
             input_read_episodes = to == "tabular"
         episodes = iter_episodes(paths, input_read_episodes=input_read_episodes,
-                                 input_read_schema=input_read_schema)
+                                 input_read_schema=input_read_schema, on_bad_file=on_bad_file,
+                                 skipped=skipped)
     with EpisodeWriter(output, output_write_episodes=to == "episodes",
                        output_max_rows_per_file=output_max_rows_per_file,
                        **write_options) as w:

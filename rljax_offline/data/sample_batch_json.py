@@ -110,8 +110,28 @@ def _parse(raw: bytes, path: str, lineno: int) -> Any:
         raise OfflineDataError("JSON nested too deeply", **where) from None
 
 
-def read_sample_batch_json(path: str) -> Iterator[Episode]:
-    """Episodes of every batch line of an RLlib JSON file, in file order."""
+def read_sample_batch_json(path: str, *, on_bad_file: str = "raise",
+                           skipped: list | None = None) -> Iterator[Episode]:
+    """Episodes of every batch line of an RLlib JSON file, in file order.
+
+    `on_bad_file="skip"` checks the whole file first and yields nothing from a file with a bad
+    line (its `(file, reason)` goes to `skipped`), so a file is used whole or not at all.
+    """
+    if on_bad_file not in ("raise", "skip"):
+        raise ValueError(f"on_bad_file must be 'raise' or 'skip', got {on_bad_file!r}")
+    if on_bad_file == "raise":
+        yield from _read_lines(path)
+        return
+    try:
+        episodes = list(_read_lines(path))
+    except OfflineDataError as e:
+        if skipped is not None:
+            skipped.append((path, str(e)))
+        return
+    yield from episodes
+
+
+def _read_lines(path: str) -> Iterator[Episode]:
     try:
         fh = open(path, "rb")
     except FileNotFoundError:

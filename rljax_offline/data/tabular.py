@@ -16,7 +16,10 @@ plus 100x the cell's size), whatever the frame header claims.
 
 In skip mode, an episode with rows in a skipped file is dropped whole, never returned cut:
 the episodes still open when a bad file is met and every `eps_id` readable from that file are
-dropped (and counted in the `SkipReport`).
+dropped (and counted in the `SkipReport`). When not even the `eps_id` column of the bad file
+can be read, the episodes of the next file up to its first finished row are dropped as well
+(with RLlib's contiguous rows that is exactly the episode that may have begun in the bad
+file; a finished episode may be dropped with it, never a cut one returned).
 """
 
 from __future__ import annotations
@@ -213,13 +216,27 @@ class _Assembler:
         self.space = observation_space
         self.action_space = action_space
         self.dropped: set[str] = set()  # episodes with rows in a skipped file
+        self.newly_dropped: list[str] = []
+        # After a skipped file whose eps_ids could not be read: the episodes open at the start
+        # of the next file may have begun in it, so they are dropped too.
+        self.suspect_start = False
 
     def drop_open(self) -> list[str]:
         """Drops every unfinished episode (its rows may continue in a skipped file)."""
         ids = list(self.open)
         self.dropped.update(ids)
+        self.newly_dropped += ids
         self.open.clear()
         return ids
+
+    def _drop_suspect_start(self, eps_ids: np.ndarray, done: np.ndarray) -> None:
+        """Drops the episodes seen in this file up to its first finished row."""
+        last = int(np.argmax(done)) if done.any() else len(done) - 1
+        for eid in dict.fromkeys(str(e) for e in eps_ids[:last + 1]):
+            if eid not in self.dropped:
+                self.dropped.add(eid)
+                self.newly_dropped.append(eid)
+        self.suspect_start = False
 
     def add(self, cols: dict[str, Any], name: str) -> Iterator[Episode]:
         n = len(cols["eps_id"])
@@ -228,6 +245,8 @@ class _Assembler:
         for f in ("terminateds", "truncateds"):
             if f in cols:
                 done |= cols[f]
+        if self.suspect_start and n:
+            self._drop_suspect_start(eps_ids, done)
         for row in range(n):
             eid = str(eps_ids[row])
             if eid in self.dropped:
@@ -336,13 +355,18 @@ def iter_tabular_episodes(files, *, input_read_schema: dict | None = None,
         except OfflineDataError as e:
             if on_bad_file == "raise":
                 raise
-            dropped = asm.drop_open()
+            asm.drop_open()
             cut = _readable_ids(fs, path, (input_read_schema or {}).get("eps_id", "eps_id"))
+            asm.newly_dropped += sorted(cut - asm.dropped)
             asm.dropped.update(cut)
+            asm.suspect_start = not cut
             if skipped is not None:
                 skipped.append((name, getattr(e, "reason", str(e))))
-                for eid in sorted(set(dropped) | cut):
-                    getattr(skipped, "dropped_episodes", []).append((eid, name))
+        finally:
+            if skipped is not None and asm.newly_dropped:
+                getattr(skipped, "dropped_episodes", []).extend(
+                    (eid, name) for eid in asm.newly_dropped)
+            asm.newly_dropped = []
     yield from asm.flush()
 
 
