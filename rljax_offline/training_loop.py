@@ -31,9 +31,10 @@ def _short(result: dict) -> dict:
 
 
 def check_finite(result: dict) -> None:
-    """Raises `TrainingDivergedError` when any learner metric of `result` is NaN or inf."""
+    """Raises `TrainingDivergedError` when any learner metric of `result` is NaN or inf
+    (losses are named first: they say more than a gradient norm)."""
     for module, metrics in result.get("learners", {}).items():
-        for name, value in metrics.items():
+        for name, value in sorted(metrics.items(), key=lambda kv: "loss" not in kv[0]):
             if isinstance(value, (int, float)) and not math.isfinite(value):
                 where = name if module == "default_policy" else f"{module}/{name}"
                 raise TrainingDivergedError(result.get("training_iteration"), where, value)

@@ -146,8 +146,11 @@ class EpisodeWriter:
         name = self._file_name()
         self._ctx = atomic_output(self._fs, name)
         stream = self._ctx.__enter__()
+        # Statistics of the episode column would copy whole episodes into page headers and
+        # the footer (min/max of the blobs): off for episode rows, kept for tabular columns.
         self._pq_writer = pq.ParquetWriter(stream, schema, compression=self._compression,
-                                           write_page_checksum=True)
+                                           write_page_checksum=True,
+                                           write_statistics=not self._episodes)
         self._current = name
 
     def _file_name(self) -> str:
