@@ -415,7 +415,7 @@ def _rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def peak_memory(read, path) -> tuple[str, int]:
+def peak_memory(read, path, baseline=None) -> tuple[str, int]:
     """(outcome, peak extra bytes) of `read(path)` in a forked child (Linux)."""
     import resource
 
@@ -426,7 +426,7 @@ def peak_memory(read, path) -> tuple[str, int]:
         outcome = "raw"
         try:
             start = _rss_bytes()
-            outcome, _ = classify(read, path, None)
+            outcome, _ = classify(read, path, baseline)
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - start
         except BaseException:  # noqa: BLE001 - the child must always report and exit
             peak = -1
