@@ -60,6 +60,20 @@ def test_crafted_payloads_are_named_errors_within_the_memory_bound(tmp_path):
     assert not (tmp_path / "CODE_RAN").exists()
 
 
+def test_pickles_are_unsafe_payload_errors(tmp_path):
+    from fault_testlib import crafted_cases
+
+    from rljax_offline.data.errors import UnsafePayloadError
+
+    cases = [c for c in crafted_cases(str(tmp_path)) if c[0] == "pickle"]
+    assert len(cases) == 3
+    for _, name, path, read in cases:
+        with pytest.raises(UnsafePayloadError):
+            read(path)
+            pytest.fail(name)
+    assert not (tmp_path / "CODE_RAN").exists()
+
+
 def test_flipped_bit_in_our_file_is_an_integrity_error(tmp_path):
     (f,) = write_episodes(cartpole_episodes(4), tmp_path / "d", output_write_episodes=False,
                           compression="none")

@@ -17,7 +17,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from rljax_offline.data.errors import OfflineDataError
+from rljax_offline.data.errors import OfflineDataError, UnsafePayloadError
 from rljax_offline.data.msgpack_scan import decode_with_scan
 from rljax_offline.episode import Episode, EpisodeError
 
@@ -188,8 +188,8 @@ def decode_state(blob: bytes, *, file: str | None = None, row: int | None = None
             state = _decode_tree(msgpack.unpackb(blob, raw=False, strict_map_key=False),
                                  stack_lists)
     except _Refused as e:
-        raise OfflineDataError(f"unsafe or malformed episode payload: {e}", file=file,
-                               row=row) from None
+        raise UnsafePayloadError(f"unsafe or malformed episode payload: {e}", file=file,
+                                 row=row) from None
     except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError,
             TypeError, KeyError, IndexError, OverflowError) as e:
         raise OfflineDataError(f"episode payload is not valid msgpack: {type(e).__name__}: "

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from rljax_offline.data.errors import OfflineDataError
+from rljax_offline.data.errors import OfflineDataError, UnsafePayloadError
 from rljax_offline.data.files import display_name
 from rljax_offline.episode import Episode, EpisodeError
 
@@ -128,8 +128,9 @@ def _column_values(table: pa.Table, col: str, name: str) -> np.ndarray:
             try:
                 out.append(unpack_compressed(v))
             except ValueError as e:
-                raise OfflineDataError(f"compressed cell cannot be decoded: {e}", file=name,
-                                       row=row, column=col) from None
+                error = UnsafePayloadError if "refused" in str(e) else OfflineDataError
+                raise error(f"compressed cell cannot be decoded: {e}", file=name, row=row,
+                            column=col) from None
         return np.stack(out) if out else np.zeros((0,))
     if pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
         shape = None
