@@ -133,6 +133,11 @@ def clean_stale_temps(fs: Any, folder: str) -> list[str]:
 def _publish(fs: Any, tmp: str, path: str) -> None:
     """Moves the finished temp file to `path`, refusing to replace an existing file."""
     if isinstance(fs, pafs.LocalFileSystem):
+        fd = os.open(tmp, os.O_RDONLY)  # on disk before it has a visible name
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         try:
             os.link(tmp, path)  # atomic and exclusive: fails if `path` exists
         except FileExistsError:
