@@ -67,10 +67,7 @@ def checkpoint_crashes(folder: str) -> dict:
 
     row = {"class": "checkpoint: kill at each fs step", "tried": 0, "named": 0, "same": 0,
            "silent": 0, "silent_unchecked": 0, "raw": 0, "peak": 0, "within": True}
-    crash_at, completed = 1, False
-    while not completed:
-        path = os.path.join(folder, f"ckpt{crash_at}")
-        completed = lib.crash_checkpoint_save(path, crash_at)
+    for path, _, _ in lib.crash_checkpoint_saves(folder):
         row["tried"] += 1
         try:
             it = ckpt.load_meta(path)["iteration"]
@@ -79,7 +76,6 @@ def checkpoint_crashes(folder: str) -> dict:
             row["same" if ok else "silent"] += 1
         except Exception:  # noqa: BLE001 - no complete checkpoint left: a defect
             row["raw"] += 1
-        crash_at += 1
     return row
 
 

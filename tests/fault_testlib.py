@@ -329,53 +329,71 @@ def crafted_cases(folder: str) -> list[tuple[str, str, str, object]]:
 
 # ---------------------------------------------------------------------- checkpoint crashes
 
-# Saves generation 1, then saves generation 2 with every file-system operation of the save
-# counted; at operation number CRASH_AT the process dies on the spot (os._exit: no cleanup,
-# no finally blocks), after writing half of the bytes when the operation is a write.
+# For k = 1, 2, ...: saves generation 1 into `<folder>/c<k>`, then forks a child that saves
+# generation 2 with every file-system operation of the save counted; at operation k the child
+# dies on the spot (os._exit: no cleanup, no finally blocks), after writing half of the bytes
+# when the operation is a write. Stops at the first k the save survives. One interpreter
+# imports everything once; each crash costs a fork.
 _CRASHER = _dedent("""
-    import builtins, os, shutil, sys
+    import builtins, json, os, shutil, sys
     import numpy as np
     from rljax_offline.learners import checkpoint as ckpt
 
-    path, crash_at = sys.argv[1], int(sys.argv[2])
+    folder = sys.argv[1]
     def state(seed):
         rng = np.random.default_rng(seed)
         return {"w": rng.normal(size=(64, 32)).astype(np.float32), "step": np.int64(seed)}
-    ckpt.save_checkpoint(path, state(1), {"iteration": 1})
-    count = [0]
-    def tick():
-        count[0] += 1
-        return count[0] == crash_at
-    def counted(fn):
-        def wrapper(*a, **k):
+
+    def crash_during_save(path, crash_at):
+        count = [0]
+        def tick():
+            count[0] += 1
+            return count[0] == crash_at
+        def counted(fn):
+            def wrapper(*a, **k):
+                if tick():
+                    os._exit(0)
+                return fn(*a, **k)
+            return wrapper
+        class TornFile:
+            def __init__(self, f):
+                self.f = f
+            def write(self, data):
+                if tick():
+                    self.f.write(data[: len(data) // 2]); self.f.flush(); os._exit(0)
+                return self.f.write(data)
+            def __getattr__(self, name):
+                return getattr(self.f, name)
+            def __enter__(self):
+                return self
+            def __exit__(self, *exc):
+                return self.f.__exit__(*exc)
+        real_open = builtins.open
+        def torn_open(*a, **k):
             if tick():
                 os._exit(0)
-            return fn(*a, **k)
-        return wrapper
-    class TornFile:
-        def __init__(self, f):
-            self.f = f
-        def write(self, data):
-            if tick():
-                self.f.write(data[: len(data) // 2]); self.f.flush(); os._exit(0)
-            return self.f.write(data)
-        def __getattr__(self, name):
-            return getattr(self.f, name)
-        def __enter__(self):
-            return self
-        def __exit__(self, *exc):
-            return self.f.__exit__(*exc)
-    real_open = builtins.open
-    def torn_open(*a, **k):
-        if tick():
-            os._exit(0)
-        return TornFile(real_open(*a, **k))
-    for mod, name in ((os, "rename"), (os, "replace"), (os, "fsync"), (os, "mkdir"),
-                      (os, "remove"), (os, "unlink"), (os, "rmdir"), (shutil, "rmtree")):
-        setattr(mod, name, counted(getattr(mod, name)))
-    ckpt.open = torn_open
-    ckpt.save_checkpoint(path, state(2), {"iteration": 2})
-    print("COMPLETED", count[0])
+            return TornFile(real_open(*a, **k))
+        for mod, name in ((os, "rename"), (os, "replace"), (os, "fsync"), (os, "mkdir"),
+                          (os, "remove"), (os, "unlink"), (os, "rmdir"), (shutil, "rmtree")):
+            setattr(mod, name, counted(getattr(mod, name)))
+        ckpt.open = torn_open
+        ckpt.save_checkpoint(path, state(2), {"iteration": 2})
+        os._exit(3)
+
+    results, crash_at = [], 1
+    while True:
+        path = os.path.join(folder, f"c{crash_at}")
+        ckpt.save_checkpoint(path, state(1), {"iteration": 1})
+        pid = os.fork()
+        if pid == 0:
+            crash_during_save(path, crash_at)
+        _, status = os.waitpid(pid, 0)
+        completed = os.waitstatus_to_exitcode(status) == 3
+        results.append([path, crash_at, completed])
+        if completed or crash_at > 200:
+            break
+        crash_at += 1
+    print(json.dumps(results))
 """)
 
 
@@ -385,15 +403,15 @@ def checkpoint_state(seed):
     return {"w": rng.normal(size=(64, 32)).astype(np.float32), "step": np.int64(seed)}
 
 
-def crash_checkpoint_save(path, crash_at) -> bool:
-    """Runs the crasher; True when the second save completed before operation `crash_at`."""
+def crash_checkpoint_saves(folder) -> list[tuple[str, int, bool]]:
+    """(checkpoint path, crash point, whether the second save completed) for every crash
+    point of a save (see `_CRASHER`); the last entry is the save that completed."""
     import subprocess
 
-    out = subprocess.run([PYTHON, "-c", _CRASHER, str(path), str(crash_at)],
-                         env=subprocess_env(), capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    return "COMPLETED" in out.stdout
-
+    out = subprocess.run([PYTHON, "-c", _CRASHER, str(folder)], env=subprocess_env(),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return [tuple(r) for r in json.loads(out.stdout.strip().splitlines()[-1])]
 
 
 # ---------------------------------------------------------------------- memory bound

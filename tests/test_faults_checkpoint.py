@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 import pytest
-from fault_testlib import checkpoint_state, crash_checkpoint_save
+from fault_testlib import checkpoint_state, crash_checkpoint_saves
 
 from rljax_offline.data.errors import CheckpointError, RljaxError
 from rljax_offline.learners import checkpoint as ckpt
@@ -14,21 +14,19 @@ from rljax_offline.learners import checkpoint as ckpt
 
 def test_kill_at_every_step_of_a_save_leaves_a_complete_checkpoint(tmp_path):
     target = checkpoint_state(0)
-    crash_at, completed = 1, False
-    while not completed:
-        path = tmp_path / f"c{crash_at}"
-        completed = crash_checkpoint_save(path, crash_at)
-        iteration = ckpt.load_meta(str(path))["iteration"]
+    runs = crash_checkpoint_saves(tmp_path)
+    assert runs[-1][2] and not any(done for _, _, done in runs[:-1])
+    assert len(runs) > 8  # the save has at least this many crash points
+    for path, crash_at, _ in runs:
+        iteration = ckpt.load_meta(path)["iteration"]
         assert iteration in (1, 2), crash_at
-        back = ckpt.load_state(str(path), target)
+        back = ckpt.load_state(path, target)
         want = checkpoint_state(iteration)
         assert np.array_equal(back["w"], want["w"]) and int(back["step"]) == iteration
         # The next save succeeds and removes what the crashed one left behind.
-        ckpt.save_checkpoint(str(path), checkpoint_state(3), {"iteration": 3})
-        assert ckpt.load_meta(str(path))["iteration"] == 3
+        ckpt.save_checkpoint(path, checkpoint_state(3), {"iteration": 3})
+        assert ckpt.load_meta(path)["iteration"] == 3
         assert len(os.listdir(path)) == 1, os.listdir(path)
-        crash_at += 1
-    assert crash_at > 8  # the save has at least this many crash points
 
 
 def _newest_gen(path):
