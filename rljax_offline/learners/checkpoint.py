@@ -92,7 +92,14 @@ def save_checkpoint(path: str, state: Any, meta: dict) -> str:
         _write_synced(os.path.join(tmp, META_FILE), meta_bytes)
         _write_synced(os.path.join(tmp, MANIFEST_FILE), json.dumps(manifest).encode())
         _fsync_dir(tmp)
-        os.rename(tmp, os.path.join(path, f"gen-{number:08d}"))  # the commit
+        final = os.path.join(path, f"gen-{number:08d}")
+        try:
+            os.rename(tmp, final)  # the commit
+        except OSError:
+            if not os.path.isdir(final):
+                raise
+            raise CheckpointError(f"another process committed {final!r} at the same time; "
+                                  "one checkpoint folder takes one writer") from None
         _fsync_dir(path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
