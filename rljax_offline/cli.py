@@ -4,12 +4,17 @@ and offline algorithms (BC, MARWIL, CQL, IQL) from the command line.
 Every command prints progress on long work and its results as JSON lines on stdout, so runs
 can be piped into `jq` or a log; `train` and `demo` also save a learning-curve PNG, and `train`
 writes TensorBoard events under its `--out`.
+
+Failures never print a traceback: one line `error: ...` on stderr, exit code 2 for a usage
+error (a bad flag or value), 1 for bad data, a damaged checkpoint or a diverged run
+(`RLJAX_DEBUG=1` re-raises, for bug reports).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import textwrap
@@ -20,6 +25,96 @@ _INPUTS = ("Data: RLlib's Parquet formats (episode rows or tabular rows) on loca
            "MINARI_DATASETS_PATH as Minari does).")
 
 
+#: Largest train batch accepted on the command line (timesteps): beyond this the batch of a
+#: small model alone needs gigabytes; lower it or use the Python API deliberately.
+MAX_BATCH_SIZE = 1 << 22
+
+
+# ---------------------------------------------------------------------- argument types
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+    return value
+
+
+def batch_size(text: str) -> int:
+    value = positive_int(text)
+    if value > MAX_BATCH_SIZE:
+        raise argparse.ArgumentTypeError(
+            f"{value} timesteps a batch would not fit in accelerator memory for any model "
+            f"this CLI builds (limit {MAX_BATCH_SIZE}); use a smaller batch")
+    return value
+
+
+def json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({e}): {text[:80]!r}") from None
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise argparse.ArgumentTypeError(
+            'expected a JSON object of column names, e.g. \'{"obs": "o_t"}\'')
+    return value
+
+
+def device_count(text: str):
+    return text if text == "all" else positive_int(text)
+
+
+def env_id(text: str) -> str:
+    import gymnasium as gym
+
+    try:
+        gym.spec(text)
+    except Exception:  # noqa: BLE001 - gymnasium raises several error types for unknown ids
+        raise argparse.ArgumentTypeError(f"unknown gymnasium env id {text!r}") from None
+    return text
+
+
+class UsageError(ValueError):
+    """Flags that parse one by one but make no sense together (exit code 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line `error: ...` and exit code 2 (no usage dump)."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message} (see --help)\n")
+
+
 def _emit(record: dict) -> None:
     print(json.dumps(record, default=float), flush=True)
 
@@ -27,7 +122,7 @@ def _emit(record: dict) -> None:
 def _add_read_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tabular", action="store_true",
                    help="the input is in tabular rows (one timestep a row), not episode rows")
-    p.add_argument("--schema", type=json.loads, default=None, metavar="JSON",
+    p.add_argument("--schema", type=json_object, default=None, metavar="JSON",
                    help='input_read_schema mapping, e.g. \'{"obs": "o_t", "actions": "a_t"}\'')
     p.add_argument("--on-bad-file", choices=["raise", "skip"], default="raise",
                    help="what to do with an unreadable file: stop with its name, or skip it "
@@ -48,12 +143,16 @@ def _read_kwargs(args) -> dict:
 
 
 def cmd_record(args) -> int:
+    from rljax_offline.data.errors import OutputExistsError
     from rljax_offline.runners.env_runner import record_expert
 
+    if os.path.exists(args.output) and not os.path.isdir(args.output):
+        raise OutputExistsError(f"--output {args.output!r} is an existing file; record writes "
+                                "a folder of Parquet files (an existing folder is added to)")
     if args.rllib_layout and args.tabular:
-        raise ValueError("--rllib-layout is a layout of episode rows: drop it or --tabular")
+        raise UsageError("--rllib-layout is a layout of episode rows: drop it or --tabular")
     if args.compress_columns and not args.tabular:
-        raise ValueError("--compress-columns compresses tabular columns: add --tabular")
+        raise UsageError("--compress-columns compresses tabular columns: add --tabular")
     t0 = time.perf_counter()
     files = record_expert(args.env, args.output, num_episodes=args.episodes, seed=args.seed,
                           output_write_episodes=not args.tabular,
@@ -113,13 +212,14 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_convert(args) -> int:
-    from rljax_offline.data import convert_dataset
+    from rljax_offline.data import SkipReport, convert_dataset
     from rljax_offline.data.minari import convert_minari, is_minari_input
 
+    skipped = SkipReport()
     source = _input(args)
     if args.to == "minari" or is_minari_input(source):
         if args.to == "minari" and not is_minari_input(args.output):
-            raise ValueError(f"--to minari writes a Minari dataset: give --output as "
+            raise UsageError(f"--to minari writes a Minari dataset: give --output as "
                              f"minari:DATASET_ID, got {args.output!r}")
         files = convert_minari(source, args.output, to=args.to, env=args.env,
                                output_max_rows_per_file=args.max_rows_per_file,
@@ -127,8 +227,11 @@ def cmd_convert(args) -> int:
     else:
         files = convert_dataset(args.input, args.output, to=args.to,
                                 input_read_schema=args.schema,
-                                output_max_rows_per_file=args.max_rows_per_file)
-    _emit({"command": "convert", "to": args.to, "output": args.output, "files": len(files)})
+                                output_max_rows_per_file=args.max_rows_per_file,
+                                on_bad_file=args.on_bad_file, skipped=skipped)
+    _emit({"command": "convert", "to": args.to, "output": args.output, "files": len(files),
+           "skipped_files": [list(s) for s in skipped],
+           "dropped_episodes": len(skipped.dropped_episodes)})
     return 0
 
 
@@ -183,13 +286,6 @@ def _sub(sub, name: str, help: str, examples: str, func) -> argparse.ArgumentPar
     return p
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
 def _add_algorithm_options(p: argparse.ArgumentParser, algo: str) -> None:
     """One flag per training option the algorithm adds to the base config (`--beta`,
     `--min-q-weight`, ...), with its doc and default; left out, the config's default holds."""
@@ -202,7 +298,8 @@ def _add_algorithm_options(p: argparse.ArgumentParser, algo: str) -> None:
         if f.name in base:
             continue
         default = cls.__dataclass_fields__[f.name].default
-        kind = {bool: _parse_bool, int: int, float: float}.get(type(default), float)
+        kind = {bool: _parse_bool, int: int, float: finite_float}.get(type(default),
+                                                                      finite_float)
         group.add_argument(f"--{f.name.rstrip('_').replace('_', '-')}", dest=f"algo__{f.name}",
                            type=kind, default=argparse.SUPPRESS,
                            metavar=type(default).__name__ if default is not None else "VALUE",
@@ -222,11 +319,12 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
     """The CLI; `train`'s algorithm-specific flags are those of `algo`."""
     from rljax_offline.algorithms import names
 
-    ap = argparse.ArgumentParser(
+    ap = _Parser(
         prog="rljax-offline", formatter_class=_HelpFormatter,
         description=__doc__.split("\n\n")[0] + "\n\n" + textwrap.fill(_INPUTS, 79),
         epilog="Run `rljax-offline COMMAND --help` for a command's flags and examples.")
-    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                            parser_class=_Parser)
 
     p = _sub(sub, "record", "record a scripted expert's episodes to Parquet",
              "  rljax-offline record --output data/cartpole --episodes 200\n"
@@ -235,13 +333,13 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
     p.add_argument("--env", default="CartPole-v1", choices=["CartPole-v1", "Pendulum-v1"],
                    help="gymnasium env id (one with a shipped scripted expert)")
     p.add_argument("--output", required=True, help="folder or URI (s3://...) to write into")
-    p.add_argument("--episodes", type=_positive_int, default=500,
+    p.add_argument("--episodes", type=positive_int, default=500,
                    help="number of complete episodes to record")
-    p.add_argument("--num-envs", type=_positive_int, default=8,
+    p.add_argument("--num-envs", type=positive_int, default=8,
                    help="vectorised env copies stepped together")
     p.add_argument("--tabular", action="store_true",
                    help="write tabular rows (one timestep a row) instead of episode rows")
-    p.add_argument("--max-rows-per-file", type=_positive_int, default=None,
+    p.add_argument("--max-rows-per-file", type=positive_int, default=None,
                    help="start a new file after this many rows (RLlib's "
                         "output_max_rows_per_file: episodes, or timesteps with --tabular); "
                         "default: one file")
@@ -251,7 +349,7 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
     p.add_argument("--compress-columns", nargs="+", default=None, metavar="COLUMN",
                    help="tabular columns to LZ4-compress as RLlib's output_compress_columns "
                         "does (e.g. obs new_obs); needs --tabular")
-    p.add_argument("--seed", type=int, default=0, help="seed of the env resets")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the env resets")
 
     p = _sub(sub, "train", "train an offline algorithm (BC, MARWIL, CQL, IQL) from offline "
              "data, evaluating as it goes",
@@ -263,26 +361,26 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
                    help="the algorithm; `train --algo NAME --help` lists its own options")
     p.add_argument("--input", required=True, nargs="+",
                    help="Parquet files/folders/globs/URIs, or minari:DATASET_ID")
-    p.add_argument("--env", default="CartPole-v1",
+    p.add_argument("--env", default="CartPole-v1", type=env_id,
                    help="gymnasium env id the data comes from (spaces and evaluation)")
-    p.add_argument("--iterations", type=_positive_int, default=50,
+    p.add_argument("--iterations", type=positive_int, default=50,
                    help="training iterations (each runs --updates-per-iteration updates)")
-    p.add_argument("--stop-return", type=float, default=None,
+    p.add_argument("--stop-return", type=finite_float, default=None,
                    help="stop once the evaluation return mean reaches this")
-    p.add_argument("--lr", type=float, default=None,
+    p.add_argument("--lr", type=positive_float, default=None,
                    help="learning rate (default: the algorithm's, RLlib's where it has one)")
-    p.add_argument("--batch-size", type=_positive_int, default=1024,
+    p.add_argument("--batch-size", type=batch_size, default=1024,
                    help="timesteps per update (train_batch_size_per_learner)")
-    p.add_argument("--updates-per-iteration", type=_positive_int, default=100,
+    p.add_argument("--updates-per-iteration", type=positive_int, default=100,
                    help="gradient updates per iteration (one jitted lax.scan)")
-    p.add_argument("--hiddens", type=_positive_int, nargs="+", default=[256, 256],
+    p.add_argument("--hiddens", type=positive_int, nargs="+", default=[256, 256],
                    help="hidden layer sizes of the policy MLP (fcnet_hiddens)")
     p.add_argument("--num-devices", default="all",
-                   type=lambda s: s if s == "all" else _positive_int(s),
+                   type=device_count,
                    help="local accelerators to train on data-parallel: a number or 'all'")
-    p.add_argument("--eval-interval", type=int, default=1,
+    p.add_argument("--eval-interval", type=non_negative_int, default=1,
                    help="evaluate every this many iterations (0: never)")
-    p.add_argument("--eval-episodes", type=_positive_int, default=5,
+    p.add_argument("--eval-episodes", type=positive_int, default=5,
                    help="episodes per evaluation")
     p.add_argument("--out", default="rljax_runs/bc",
                    help="run folder: checkpoint, metrics.jsonl, TensorBoard events, plot; an "
@@ -293,7 +391,8 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
                    help="do not write TensorBoard event files under --out")
     p.add_argument("--wandb-project", default=None,
                    help="also log to this Weights & Biases project (needs wandb installed)")
-    p.add_argument("--seed", type=int, default=0, help="seed of params, data order and envs")
+    p.add_argument("--seed", type=non_negative_int, default=0,
+                   help="seed of params, data order and envs")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_read_options(p)
     _add_algorithm_options(p, algo)
@@ -302,7 +401,7 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
              "  rljax-offline evaluate --checkpoint runs/bc/checkpoint --episodes 20",
              cmd_evaluate)
     p.add_argument("--checkpoint", required=True, help="checkpoint folder written by train")
-    p.add_argument("--episodes", type=_positive_int, default=10, help="episodes to run")
+    p.add_argument("--episodes", type=positive_int, default=10, help="episodes to run")
     p.add_argument("--log-dir", default=None,
                    help="also log the results (metrics.jsonl and TensorBoard events, at the "
                         "checkpoint's iteration) into this folder, e.g. the run's --out")
@@ -326,10 +425,13 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
     p.add_argument("--env", default=None,
                    help="gymnasium env id recorded in a Minari output (and its spaces when "
                         "the input files carry none)")
-    p.add_argument("--schema", type=json.loads, default=None, metavar="JSON",
+    p.add_argument("--schema", type=json_object, default=None, metavar="JSON",
                    help="input_read_schema mapping of the input's column names")
-    p.add_argument("--max-rows-per-file", type=_positive_int, default=None,
+    p.add_argument("--max-rows-per-file", type=positive_int, default=None,
                    help="rows per output Parquet file (default: one file)")
+    p.add_argument("--on-bad-file", choices=["raise", "skip"], default="raise",
+                   help="what to do with an unreadable input file: stop with its name, or skip "
+                        "it and report it")
 
     p = _sub(sub, "inspect", "summarize a data set: episodes, timesteps, returns, schema",
              "  rljax-offline inspect --input data/cartpole\n"
@@ -352,9 +454,10 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
     p = _sub(sub, "demo", "record expert CartPole, train BC, evaluate and plot, in one go",
              "  rljax-offline demo --out demo_output", cmd_demo)
     p.add_argument("--out", default="demo_output", help="folder for data, run and pictures")
-    p.add_argument("--episodes", type=_positive_int, default=500,
+    p.add_argument("--episodes", type=positive_int, default=500,
                    help="expert episodes to record")
-    p.add_argument("--seed", type=int, default=0, help="seed of recording and training")
+    p.add_argument("--seed", type=non_negative_int, default=0,
+                   help="seed of recording and training")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return ap
 
@@ -392,15 +495,34 @@ def _algo_of(argv: list[str]) -> str:
     return algo if algo in names() else "bc"  # an unknown name fails in the full parse
 
 
+def _exit_code(e: BaseException) -> int:
+    """2 for usage errors (an invalid value the parser could not see), else 1."""
+    from rljax_offline.algorithms.config import ConfigError
+
+    return 2 if isinstance(e, (ConfigError, UsageError)) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(_algo_of(argv)).parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError, KeyError, ImportError) as e:
-        print(f"rljax-offline {args.command}: error: {e}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print(f"error: rljax-offline {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - the one place every failure becomes one line
+        if os.environ.get("RLJAX_DEBUG"):
+            raise
+        from rljax_offline.data.errors import RljaxError
+
+        text = " ".join(str(e).split()) or type(e).__name__
+        if isinstance(e, MemoryError):
+            text = "out of memory (use a smaller --batch-size or fewer episodes)"
+        elif not isinstance(e, (RljaxError, ValueError, OSError, KeyError)):
+            text = f"internal error {type(e).__name__}: {text} (rerun with RLJAX_DEBUG=1)"
+        print(f"error: rljax-offline {args.command}: {text}", file=sys.stderr)
+        return _exit_code(e)
 
 
 if __name__ == "__main__":

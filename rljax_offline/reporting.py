@@ -57,19 +57,26 @@ def flatten_series(result: Mapping[str, Any], prefix: str = "") -> Iterator[tupl
 
 
 class JsonLinesLogger:
-    """Appends every result, whole, as one JSON line (a resumed run continues its file)."""
+    """Appends every result, whole, as one JSON line (a resumed run continues its file).
+
+    The file is opened at the first `log`, so a resumed run can trim rows logged after its
+    checkpoint (`training_loop.trim_metrics`) after the logger was made."""
 
     def __init__(self, path: str):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self.path = path
-        self._file = open(path, "a")
+        self._file = None
 
     def log(self, result: Mapping[str, Any], step: int) -> None:
+        if self._file is None:
+            self._file = open(self.path, "a")
         self._file.write(json.dumps(result, default=_json_default) + "\n")
         self._file.flush()
 
     def close(self) -> None:
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 def _json_default(x: Any) -> Any:

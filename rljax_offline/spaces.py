@@ -188,10 +188,36 @@ def _encode_ndarray(array: np.ndarray) -> str:
     return base64.b64encode(zlib.compress(buf.getvalue())).decode("ascii")
 
 
+#: Largest space a space dict may describe (elements of a Box or bounds array): a few bytes of
+#: a crafted file must not make gymnasium allocate gigabytes of bounds.
+MAX_SPACE_ELEMENTS = 1 << 20
+
+
+def _check_shape(shape: Any, what: str) -> tuple[int, ...]:
+    if (not isinstance(shape, (list, tuple)) or len(shape) > 32
+            or not all(type(d) is int and d >= 0 for d in shape)):
+        raise SpaceError(f"space dict field {what!r} must be a list of ints >= 0, got "
+                         f"{str(shape)[:80]}")
+    size = 1
+    for d in shape:
+        size *= d
+    if size > MAX_SPACE_ELEMENTS:
+        raise SpaceError(f"space dict field {what!r} describes {size} elements; refused "
+                         f"(limit {MAX_SPACE_ELEMENTS})")
+    return tuple(shape)
+
+
 def _decode_ndarray(text: Any, what: str) -> np.ndarray:
     try:
-        raw = zlib.decompress(base64.b64decode(text))
-        return np.load(io.BytesIO(raw), allow_pickle=False)
+        packed = base64.b64decode(text)
+        inflater = zlib.decompressobj()
+        # 8 bytes an element plus the .npy header: more is not a space's bounds.
+        raw = inflater.decompress(packed, 8 * MAX_SPACE_ELEMENTS + 4096)
+        if inflater.unconsumed_tail or not inflater.eof:
+            raise ValueError("compressed bounds are truncated or inflate beyond the limit")
+        array = np.load(io.BytesIO(raw), allow_pickle=False)
+        _check_shape(list(array.shape), what)
+        return array
     except Exception as e:  # noqa: BLE001 - any failure here means a corrupt or unsafe dict
         raise SpaceError(f"space dict field {what!r} is not base64(zlib(.npy)) of a numeric "
                          f"array (object arrays are refused): {e}") from e
@@ -227,23 +253,27 @@ def space_from_dict(d: Any) -> gym.Space:
     kind = d["space"]
     try:
         if kind == "box":
+            shape = _check_shape(d["shape"], "shape")
             low = _decode_ndarray(d["low"], "low")
             high = _decode_ndarray(d["high"], "high")
-            return gym.spaces.Box(low=low, high=high, shape=tuple(d["shape"]),
-                                  dtype=np.dtype(d["dtype"]))
+            return gym.spaces.Box(low=low, high=high, shape=shape, dtype=np.dtype(d["dtype"]))
         if kind == "discrete":
             return gym.spaces.Discrete(int(d["n"]), start=int(d.get("start", 0)))
         if kind == "multi-discrete":
             nvec = _decode_ndarray(d["nvec"], "nvec")
             return gym.spaces.MultiDiscrete(nvec, dtype=np.dtype(d.get("dtype", "<i8")))
         if kind == "multi-binary":
-            return gym.spaces.MultiBinary(d["n"])
+            n = d["n"]
+            _check_shape(n if isinstance(n, (list, tuple)) else [n], "n")
+            return gym.spaces.MultiBinary(n)
         if kind == "tuple":
             return gym.spaces.Tuple(tuple(space_from_dict(s) for s in d["spaces"]))
         if kind == "dict":
             return gym.spaces.Dict({k: space_from_dict(s) for k, s in d["spaces"].items()})
     except SpaceError:
         raise
-    except (KeyError, TypeError, ValueError) as e:
-        raise SpaceError(f"malformed {kind!r} space dict {d!r}: {e}") from e
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
+        raise SpaceError(f"malformed {kind!r} space dict {str(d)[:200]}: {e}") from e
+    except RecursionError:
+        raise SpaceError("space dict nested too deeply") from None
     raise SpaceError(f"unsupported space kind {kind!r} in space dict")

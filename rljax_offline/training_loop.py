@@ -1,13 +1,21 @@
 """The training loop behind `rljax-offline train` and `demo`: iterations with a progress bar,
-metrics as JSON lines, early stop on a target return, a checkpoint and a learning-curve PNG."""
+metrics as JSON lines, early stop on a target return, a checkpoint and a learning-curve PNG.
+
+A run killed at any moment resumes from its last checkpoint: metrics rows written after that
+checkpoint (and a torn last line) are dropped first, so no iteration appears twice. A
+non-finite learner metric (NaN or inf loss) stops the run with `TrainingDivergedError` naming
+the iteration, before that iteration is checkpointed."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import time
 from collections.abc import Callable
 
 from rljax_offline.algorithms.config import AlgorithmConfig
+from rljax_offline.data.errors import TrainingDivergedError
 from rljax_offline.plotting import main_loss, save_learning_curve
 from rljax_offline.reporting import Logger, MultiLogger, default_logger
 
@@ -20,6 +28,38 @@ def _short(result: dict) -> dict:
         ev = result["evaluation"]["env_runners"]
         row["episode_return_mean"] = round(ev["episode_return_mean"], 2)
     return row
+
+
+def check_finite(result: dict) -> None:
+    """Raises `TrainingDivergedError` when any learner metric of `result` is NaN or inf
+    (losses are named first: they say more than a gradient norm)."""
+    for module, metrics in result.get("learners", {}).items():
+        for name, value in sorted(metrics.items(), key=lambda kv: "loss" not in kv[0]):
+            if isinstance(value, (int, float)) and not math.isfinite(value):
+                where = name if module == "default_policy" else f"{module}/{name}"
+                raise TrainingDivergedError(result.get("training_iteration"), where, value)
+
+
+def trim_metrics(path: str, last_iteration: int) -> None:
+    """Keeps the rows of `path` up to `last_iteration` (the checkpoint's), dropping rows of
+    iterations that were logged but never checkpointed and a line cut by a crash."""
+    if not os.path.exists(path):
+        return
+    kept = []
+    with open(path, "rb") as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue  # torn by a crash mid-write
+            if isinstance(row, dict) and row.get("training_iteration", 0) <= last_iteration:
+                kept.append(line if line.endswith(b"\n") else line + b"\n")
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        f.writelines(kept)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 def run_training(config: AlgorithmConfig, *, iterations: int = 50,
@@ -47,12 +87,14 @@ def run_training(config: AlgorithmConfig, *, iterations: int = 50,
     best = None
     reached = False
     metrics_path = os.path.join(out_dir, "metrics.jsonl")
+    trim_metrics(metrics_path, algo.iteration)
     logger = default_logger(out_dir) if logger is None else logger
     with MultiLogger(logger) as log, tqdm(total=iterations, initial=algo.iteration,
                                           desc=f"{config.algo_name.upper()} training",
                                           disable=not progress, unit="it") as bar:
         while algo.iteration < iterations:
             result = algo.train()
+            check_finite(result)
             row = _short(result)
             log.log(result, step=algo.iteration)
             if emit is not None:

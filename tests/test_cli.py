@@ -95,7 +95,7 @@ def test_record_flag_combinations_that_make_no_sense_are_refused(tmp_path):
 
 def test_bad_input_is_a_clear_error(tmp_path):
     out = cli("inspect", "--input", str(tmp_path / "missing"))
-    assert out.returncode == 2
+    assert out.returncode == 1  # a data error (usage errors exit 2)
     assert "does not exist" in out.stderr and "Traceback" not in out.stderr
 
 

@@ -86,5 +86,5 @@ def test_read_sample_batch_json(tmp_path):
     np.testing.assert_array_equal(ep.observations[:, 0], [0, 1, 2, 3])
     np.testing.assert_allclose(ep.extra_model_outputs["action_prob"], [0.9, 0.8, 0.7])
     path.write_text('{"obs": [[0.0]], "actions": [0]}\n')
-    with pytest.raises(OfflineDataError, match=r"batches.json.*row 0.*column 'rewards'"):
+    with pytest.raises(OfflineDataError, match=r"batches.json.*line 1.*column 'rewards'"):
         list(read_sample_batch_json(str(path)))

@@ -117,13 +117,14 @@ def test_max_rows_per_file_compression_and_atomic_names(tmp_path):
 def test_killed_writer_leaves_no_partial_file(tmp_path):
     eps = make_episodes(5)
     with pytest.raises(RuntimeError, match="boom"):
-        with EpisodeWriter(tmp_path, output_max_rows_per_file=2, row_group_size=1) as w:
+        with EpisodeWriter(tmp_path, output_max_rows_per_file=2, row_group_size=1,
+                           run_id="r1") as w:
             for i, ep in enumerate(eps):
                 if i == 3:
                     raise RuntimeError("boom")
                 w.write(ep)
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["episodes_000000.parquet"], names  # finished file kept, partial dropped
+    assert names == ["episodes_r1_000000.parquet"], names  # finished file kept, partial dropped
     assert len(read_episodes(tmp_path)) == 2
 
 
@@ -238,10 +239,10 @@ def test_skip_bad_files_reports(tmp_path):
 
 def test_rllib_folder_layout(tmp_path):
     files = write_episodes(make_episodes(3), tmp_path, output_max_rows_per_file=2,
-                           rllib_folders="CartPoleEnv", rllib_layout=True)
+                           rllib_folders="CartPoleEnv", rllib_layout=True, run_id="r1")
     rel = [str(__import__("pathlib").Path(f).relative_to(tmp_path)) for f in files]
-    assert rel == ["cartpoleenv/run-000001-00001/episodes_000000-0.parquet",
-                   "cartpoleenv/run-000001-00002/episodes_000000-0.parquet"]
+    assert rel == ["cartpoleenv/run-000001-00001/episodes_r1_000000-0.parquet",
+                   "cartpoleenv/run-000001-00002/episodes_r1_000000-0.parquet"]
     assert len(read_episodes(tmp_path)) == 3
 
 

@@ -6,12 +6,12 @@ import sys
 import gymnasium as gym
 import numpy as np
 import pytest
-from rljax_offline.learners.bc import BCConfig
 
 from rljax_offline.connectors.common import frame_stack
 from rljax_offline.connectors.env_to_module import mean_std_filter
 from rljax_offline.episode_builder import EpisodeBuilder
 from rljax_offline.export import ExportError, load_stablehlo
+from rljax_offline.learners.bc import BCConfig
 from rljax_offline.runners.env_runner import EnvRunner, episode_stats, record_expert
 
 # float32 network outputs through a few layers: allow a few ulps of the outputs' scale.

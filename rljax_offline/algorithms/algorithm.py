@@ -141,6 +141,7 @@ class Algorithm:
         self._stream: Iterator | None = None
         self._stream_cstate: Any = None
         self._scan = None
+        self._restored = False
         self._prelearner = (config.prelearner_class(config=config, spaces=self.spaces)
                             if config.prelearner_class is not None else None)
         self._actor = None
@@ -226,7 +227,10 @@ class Algorithm:
             episodes = self._prelearned(list(self._episode_stream(0, shuffle=False)))
             if not episodes:
                 raise ValueError(f"no episodes found in {self.config.input_!r}")
-            cols, cstate = self._columns(episodes, self.state.connector_state, fit=True)
+            # A restored connector state (a fitted mean-std filter) is used as saved: fitting it
+            # again would count the data twice and break exact resume.
+            cols, cstate = self._columns(episodes, self.state.connector_state,
+                                         fit=not self._restored)
             self.state = self.dp.put_replicated(self.state._replace(connector_state=cstate))
             self._data = self.dp.put_replicated(cols)
             self.num_timesteps = int(len(jax.tree_util.tree_leaves(cols)[0]))
@@ -385,6 +389,7 @@ class Algorithm:
                              f"{self.algo_name!r}; use Algorithm.from_checkpoint(path)")
         self.state = self.dp.put_replicated(ckpt.load_state(path, self.state))
         self._stream_cstate = None
+        self._restored = True
         self.iteration = int(meta["iteration"])
         self.history = list(meta.get("history", []))
 

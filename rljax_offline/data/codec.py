@@ -17,7 +17,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from rljax_offline.data.errors import OfflineDataError
+from rljax_offline.data.errors import OfflineDataError, UnsafePayloadError
 from rljax_offline.data.msgpack_scan import decode_with_scan
 from rljax_offline.episode import Episode, EpisodeError
 
@@ -188,12 +188,15 @@ def decode_state(blob: bytes, *, file: str | None = None, row: int | None = None
             state = _decode_tree(msgpack.unpackb(blob, raw=False, strict_map_key=False),
                                  stack_lists)
     except _Refused as e:
-        raise OfflineDataError(f"unsafe or malformed episode payload: {e}", file=file,
-                               row=row) from None
+        raise UnsafePayloadError(f"unsafe or malformed episode payload: {e}", file=file,
+                                 row=row) from None
     except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError,
-            TypeError) as e:
-        raise OfflineDataError(f"episode payload is not valid msgpack: {e}", file=file,
-                               row=row) from None
+            TypeError, KeyError, IndexError, OverflowError) as e:
+        raise OfflineDataError(f"episode payload is not valid msgpack: {type(e).__name__}: "
+                               f"{e}", file=file, row=row) from None
+    except (RecursionError, MemoryError) as e:
+        raise OfflineDataError(f"episode payload is nested too deeply or too large for its "
+                               f"size ({type(e).__name__})", file=file, row=row) from None
     if not isinstance(state, dict):
         raise OfflineDataError(f"episode payload must decode to a dict, got "
                                f"{type(state).__name__}", file=file, row=row)
@@ -210,5 +213,7 @@ def decode_episode(blob: bytes, *, file: str | None = None, row: int | None = No
     state = decode_state(blob, file=file, row=row, stack_lists=True)
     try:
         return Episode.from_state(state)
-    except (EpisodeError, KeyError, TypeError) as e:
-        raise OfflineDataError(f"not a valid episode state: {e}", file=file, row=row) from None
+    except (EpisodeError, KeyError, TypeError, ValueError, IndexError, AttributeError,
+            OverflowError, RecursionError) as e:
+        raise OfflineDataError(f"not a valid episode state: {type(e).__name__}: {e}",
+                               file=file, row=row) from None

@@ -1,19 +1,66 @@
-"""The one error type of the data layer: it names the file, row and column at fault."""
+"""The project's named errors: one base class a user can catch, one subclass per layer.
+
+`RljaxError` is the base of everything rljax_offline raises for bad input or a damaged file;
+`rljax-offline` turns any of them into one line `error: ...` and exit code 1. Each subclass
+also derives from the builtin a caller would have caught before (`ValueError`), so existing
+`except ValueError` code keeps working.
+"""
 
 from __future__ import annotations
 
 
-class OfflineDataError(ValueError):
-    """Bad offline data: missing or corrupt file, wrong schema, unsafe or malformed payload."""
+class RljaxError(Exception):
+    """Base of every named rljax_offline error (bad data, bad checkpoint, diverged run)."""
+
+
+def _where(file: str | None, row: int | None, column: str | None, line: int | None) -> str:
+    parts = []
+    if file is not None:
+        parts.append(f"file {file!r}")
+    if line is not None:
+        parts.append(f"line {line}")
+    if row is not None:
+        parts.append(f"row {row}")
+    if column is not None:
+        parts.append(f"column {column!r}")
+    return ", ".join(parts)
+
+
+class OfflineDataError(RljaxError, ValueError):
+    """Bad offline data: missing or corrupt file, wrong schema, unsafe or malformed payload,
+    values outside the spaces. Names the file, row (or line, for JSON lines) and column at
+    fault where known."""
 
     def __init__(self, message: str, *, file: str | None = None, row: int | None = None,
-                 column: str | None = None):
-        where = []
-        if file is not None:
-            where.append(f"file {file!r}")
-        if row is not None:
-            where.append(f"row {row}")
-        if column is not None:
-            where.append(f"column {column!r}")
-        super().__init__(f"{', '.join(where)}: {message}" if where else message)
-        self.file, self.row, self.column = file, row, column
+                 column: str | None = None, line: int | None = None):
+        where = _where(file, row, column, line)
+        super().__init__(f"{where}: {message}" if where else message)
+        self.file, self.row, self.column, self.line = file, row, column, line
+        self.reason = message
+
+
+class UnsafePayloadError(OfflineDataError):
+    """A payload that would run code or allocate memory out of proportion to its size."""
+
+
+class IntegrityError(OfflineDataError):
+    """A file we wrote no longer matches its checksums (flipped bits, torn write)."""
+
+
+class OutputExistsError(RljaxError, FileExistsError):
+    """A write would overwrite or land inside data that must be kept (an earlier run, the
+    input of a conversion)."""
+
+
+class CheckpointError(RljaxError, ValueError):
+    """A checkpoint is missing, incomplete, corrupt (checksum mismatch) or does not match the
+    model it is loaded into."""
+
+
+class TrainingDivergedError(RljaxError, FloatingPointError):
+    """A training iteration produced a non-finite metric (NaN or inf loss)."""
+
+    def __init__(self, iteration: int, metric: str, value: float):
+        super().__init__(f"training diverged at iteration {iteration}: metric {metric!r} is "
+                         f"{value} (check the data for NaN/inf, or lower the learning rate)")
+        self.iteration, self.metric, self.value = iteration, metric, value

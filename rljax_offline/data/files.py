@@ -1,10 +1,18 @@
 """Where data lives: resolving paths, globs, folders and URIs on any `pyarrow.fs` filesystem,
-and atomic file writes (temp file, then rename)."""
+and atomic, never-overwriting file writes.
+
+A write goes to a hidden temp file named after its host and process (`.<name>.<host>-<pid>.
+<random>.tmp`) and is published under its final name only when complete; on a local disk the
+publish is a hard link, which fails instead of replacing a file that appeared meanwhile (two
+writers can never overwrite each other). Temp files left by a killed writer are removed by the
+next writer into the same folder once their process is gone.
+"""
 
 from __future__ import annotations
 
 import glob as globlib
 import os
+import socket
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -12,7 +20,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from rljax_offline.data.errors import OfflineDataError
+from rljax_offline.data.errors import OfflineDataError, OutputExistsError
 
 PARQUET_SUFFIX = ".parquet"
 
@@ -61,6 +69,9 @@ def resolve_files(input_: Any, *, filesystem: Any = None,
         info = fs.get_file_info(path)
         if info.type == pafs.FileType.NotFound:
             raise OfflineDataError(f"input {item!r} does not exist")
+        if info.type == pafs.FileType.Unknown:
+            raise OfflineDataError(f"input {item!r} is not a regular file or folder (a FIFO, "
+                                   "socket or device would block or never end); refused")
         if info.type == pafs.FileType.Directory:
             found = [f.path for f in fs.get_file_info(pafs.FileSelector(path, recursive=True))
                      if f.type == pafs.FileType.File and f.path.endswith(PARQUET_SUFFIX)
@@ -78,19 +89,86 @@ def display_name(fs: Any, path: str) -> str:
     return scheme + path
 
 
+_HOST = socket.gethostname().replace(".", "_").replace("-", "_")[:32] or "host"
+
+
+def _temp_name(folder: str, name: str) -> str:
+    tmp = f".{name}.{_HOST}-{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    return f"{folder}/{tmp}" if folder else tmp
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale_temps(fs: Any, folder: str) -> list[str]:
+    """Removes temp files under `folder` (local disks) left by killed writers of this host
+    whose process no longer runs; returns them. Live writers' temp files are kept."""
+    if not isinstance(fs, pafs.LocalFileSystem) or not os.path.isdir(folder):
+        return []
+    removed = []
+    for root, _, names in os.walk(folder):
+        for name in names:
+            if not (name.startswith(".") and name.endswith(".tmp")):
+                continue
+            owner = name[:-len(".tmp")].rsplit(".", 2)
+            if len(owner) != 3 or "-" not in owner[1]:
+                continue
+            host, _, pid = owner[1].rpartition("-")
+            if host == _HOST and pid.isdigit() and not _pid_alive(int(pid)):
+                try:
+                    os.remove(os.path.join(root, name))
+                    removed.append(os.path.join(root, name))
+                except FileNotFoundError:
+                    pass
+    return removed
+
+
+def _publish(fs: Any, tmp: str, path: str) -> None:
+    """Moves the finished temp file to `path`, refusing to replace an existing file."""
+    if isinstance(fs, pafs.LocalFileSystem):
+        fd = os.open(tmp, os.O_RDONLY)  # on disk before it has a visible name
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)  # atomic and exclusive: fails if `path` exists
+        except FileExistsError:
+            raise OutputExistsError(f"{path!r} already exists; refusing to overwrite "
+                                    "it") from None
+        except OSError:  # a filesystem without hard links: check, then rename
+            if os.path.lexists(path):
+                raise OutputExistsError(f"{path!r} already exists; refusing to overwrite "
+                                        "it") from None
+            os.replace(tmp, path)
+            return
+        os.remove(tmp)
+        return
+    if fs.get_file_info(path).type != pafs.FileType.NotFound:
+        raise OutputExistsError(f"{path!r} already exists; refusing to overwrite it")
+    fs.move(tmp, path)
+
+
 @contextmanager
 def atomic_output(fs: Any, path: str) -> Iterator[Any]:
-    """Yields a writable stream to a hidden temp file beside `path`, moved onto `path` only
+    """Yields a writable stream to a hidden temp file beside `path`, published as `path` only
     when the block finishes; on error the temp file is removed. A reader never sees half a
-    file: it sees the old file or the new one."""
+    file, and an existing file at `path` is never replaced (`OutputExistsError`)."""
     folder, name = os.path.split(path)
-    tmp = f"{folder}/.{name}.{uuid.uuid4().hex[:8]}.tmp" if folder else f".{name}.tmp"
+    tmp = _temp_name(folder, name)
     fs.create_dir(folder, recursive=True) if folder else None
     stream = fs.open_output_stream(tmp)
     try:
         yield stream
         stream.close()
-        fs.move(tmp, path)
+        _publish(fs, tmp, path)
     except BaseException:
         if not stream.closed:
             stream.close()

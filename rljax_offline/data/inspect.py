@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
 
+from rljax_offline.data.errors import OutputExistsError
 from rljax_offline.data.files import resolve_files
 from rljax_offline.data.reader import SkipReport, iter_episodes
 from rljax_offline.data.writer import EpisodeWriter
@@ -29,8 +31,9 @@ def inspect_dataset(input_: Any, **read_options) -> dict:
         if obs_shape is None:
             obs_shape = [list(np.shape(x)[1:]) for x in _leaves(ep.observations)]
             act_shape = [list(np.shape(x)[1:]) for x in _leaves(ep.actions)]
-    fs, path = files[0]
-    schema = pq.read_schema(fs.open_input_file(path))
+    bad = {f for f, _ in skipped}
+    schema = _first_schema([(fs, p) for fs, p in files if p not in bad and
+                            not any(b.endswith(p) for b in bad)])
     r = np.asarray(returns, float)
     return {
         "files": len(files), "episodes": len(returns), "timesteps": int(np.sum(lengths)),
@@ -40,9 +43,38 @@ def inspect_dataset(input_: Any, **read_options) -> dict:
         "episode_return_max": float(r.max()) if len(r) else None,
         "episode_len_mean": float(np.mean(lengths)) if lengths else None,
         "obs_shape": obs_shape, "action_shape": act_shape,
-        "schema": {f.name: str(f.type) for f in schema},
+        "schema": {f.name: str(f.type) for f in schema} if schema is not None else None,
         "skipped_files": [list(s) for s in skipped],
+        "dropped_episodes": len(skipped.dropped_episodes),
     }
+
+
+def _first_schema(files):
+    """The Arrow schema of the first file that can be read (None when none can)."""
+    for fs, path in files:
+        try:
+            return pq.read_schema(fs.open_input_file(path))
+        except Exception:  # noqa: BLE001 - a damaged file was already reported or skipped
+            continue
+    return None
+
+
+def _refuse_overlap(inputs: list, output: str) -> None:
+    """`convert` must never write over or inside its own input."""
+    if "://" in output:
+        return
+    out = os.path.realpath(output)
+    for item in inputs:
+        item = os.fspath(item)
+        if "://" in item or any(c in item for c in "*?["):
+            continue
+        src = os.path.realpath(item)
+        if out == src or out.startswith(src.rstrip(os.sep) + os.sep):
+            raise OutputExistsError(f"output {output!r} is the input {item!r} or inside it; "
+                                    "choose a folder outside the input")
+        if os.path.isfile(out):
+            raise OutputExistsError(f"output {output!r} is an existing file; the output is a "
+                                    "folder")
 
 
 def _leaves(tree):
@@ -53,7 +85,8 @@ def _leaves(tree):
 
 def convert_dataset(input_: Any, output: str, *, to: str, input_read_schema: dict | None = None,
                     input_read_episodes: bool | None = None,
-                    output_max_rows_per_file: int | None = None, **write_options) -> list[str]:
+                    output_max_rows_per_file: int | None = None, on_bad_file: str = "raise",
+                    skipped: SkipReport | None = None, **write_options) -> list[str]:
     """Converts tabular rows <-> episode rows (and SampleBatch JSON lines -> episodes).
 
     The input format is the opposite of `to` unless `input_read_episodes` says otherwise;
@@ -61,16 +94,20 @@ def convert_dataset(input_: Any, output: str, *, to: str, input_read_schema: dic
     """
     if to not in ("episodes", "tabular"):
         raise ValueError(f"to must be 'episodes' or 'tabular', got {to!r}")
-    paths = [input_] if isinstance(input_, str) else list(input_)
+    paths = [input_] if isinstance(input_, (str, os.PathLike)) else list(input_)
+    _refuse_overlap(paths, os.fspath(output))
+    paths = [os.fspath(p) for p in paths]
     if all(str(p).endswith((".json", ".jsonl")) for p in paths):
         from rljax_offline.data.sample_batch_json import read_sample_batch_json
 
-        episodes = (ep for p in paths for ep in read_sample_batch_json(p))
+        episodes = (ep for p in paths for ep in read_sample_batch_json(
+            p, on_bad_file=on_bad_file, skipped=skipped))
     else:
         if input_read_episodes is None:
             input_read_episodes = to == "tabular"
         episodes = iter_episodes(paths, input_read_episodes=input_read_episodes,
-                                 input_read_schema=input_read_schema)
+                                 input_read_schema=input_read_schema, on_bad_file=on_bad_file,
+                                 skipped=skipped)
     with EpisodeWriter(output, output_write_episodes=to == "episodes",
                        output_max_rows_per_file=output_max_rows_per_file,
                        **write_options) as w:

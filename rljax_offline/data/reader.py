@@ -1,6 +1,11 @@
 """Reading episodes from Parquet: episode rows or tabular rows, from files, folders, globs or
 URIs on any pyarrow filesystem; materialized or streamed with a shuffle buffer and prefetch.
 
+Failures are contained per file: anything that goes wrong while reading a file (pyarrow,
+msgpack, lz4, numpy, out of memory, nesting too deep) becomes an `OfflineDataError` naming the
+file (and row and column where known), so `on_bad_file="skip"` can skip it and "raise" never
+lets a raw library exception through. Page checksums are verified where a file has them.
+
 Many small files on remote storage (RLlib's recorder writes one episode per file) are read by
 a thread pool that overlaps the waiting; local files are read in order, since decoding holds
 the GIL and threads only add contention there.
@@ -10,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures as cf
+import logging
 import os
 import queue
 import threading
@@ -22,26 +28,44 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from rljax_offline.data.codec import decode_episode
-from rljax_offline.data.errors import OfflineDataError
+from rljax_offline.data.errors import IntegrityError, OfflineDataError
 from rljax_offline.data.files import display_name, resolve_files
+from rljax_offline.data.validate import check_episode
 from rljax_offline.episode import Episode
 
 _READ_ERRORS = (pa.ArrowInvalid, pa.ArrowIOError, OSError, EOFError)
+_log = logging.getLogger("rljax_offline.data")
+
+
+def as_data_error(e: BaseException, name: str, what: str = "cannot be read") -> OfflineDataError:
+    """`e` raised while reading file `name` as our named error (named errors pass through)."""
+    if isinstance(e, OfflineDataError):
+        return e
+    text = str(e).splitlines()[0][:300] if str(e) else ""
+    if "checksum" in text.lower() or "crc" in text.lower():
+        return IntegrityError(f"page checksum mismatch, the file is damaged: {text}", file=name)
+    if isinstance(e, MemoryError):
+        return OfflineDataError(f"{what}: decoding would need more memory than the file can "
+                                "justify (corrupt size header?)", file=name)
+    if isinstance(e, RecursionError):
+        return OfflineDataError(f"{what}: nested too deeply", file=name)
+    return OfflineDataError(f"{what} (truncated or corrupt?): {type(e).__name__}: {text}",
+                            file=name)
 
 
 def _open_parquet(fs: Any, path: str) -> pq.ParquetFile:
     name = display_name(fs, path)
     try:
-        return pq.ParquetFile(fs.open_input_file(path))
+        return pq.ParquetFile(fs.open_input_file(path), page_checksum_verification=True)
     except FileNotFoundError:
         raise OfflineDataError("file does not exist", file=name) from None
-    except _READ_ERRORS as e:
-        raise OfflineDataError(f"not a readable Parquet file (truncated or corrupt?): {e}",
-                               file=name) from None
+    except Exception as e:  # noqa: BLE001 - pyarrow raises many types for a damaged file
+        raise as_data_error(e, name, "not a readable Parquet file") from None
 
 
 def _episodes_of_file(fs: Any, path: str, *, input_read_schema: dict | None = None,
-                      observation_space: Any = None) -> list[Episode]:
+                      observation_space: Any = None, action_space: Any = None
+                      ) -> list[Episode]:
     """Every episode of one episode-rows file, decoded safely."""
     name = display_name(fs, path)
     pf = _open_parquet(fs, path)
@@ -62,33 +86,37 @@ def _episodes_of_file(fs: Any, path: str, *, input_read_schema: dict | None = No
                 if blob is None:
                     raise OfflineDataError("episode row is null", file=name, row=row,
                                            column=column)
-                out.append(decode_episode(blob, file=name, row=row))
+                if not isinstance(blob, bytes):
+                    raise OfflineDataError(f"episode row must be bytes, got "
+                                           f"{type(blob).__name__}", file=name, row=row,
+                                           column=column)
+                ep = decode_episode(blob, file=name, row=row)
+                check_episode(ep, observation_space=observation_space,
+                              action_space=action_space, file=name, row=row)
+                out.append(ep)
                 row += 1
-    except _READ_ERRORS as e:
-        raise OfflineDataError(f"cannot read row group (truncated or corrupt?): {e}",
-                               file=name) from None
-    if observation_space is not None:
-        _check_space(out, observation_space, name)
+    except OfflineDataError:
+        raise
+    except Exception as e:  # noqa: BLE001 - see the module docstring
+        raise as_data_error(e, name, f"cannot read row group at row {row}") from None
     return out
 
 
-def _check_space(episodes: list[Episode], space: Any, name: str) -> None:
-    from rljax_offline import spaces as sp
-
-    expected = sp.leaf_shapes(sp.to_spec(space))
-    for row, ep in enumerate(episodes):
-        got = np.shape(ep.observations)[1:] if isinstance(ep.observations, np.ndarray) else None
-        if isinstance(expected, tuple) and got is not None and tuple(got) != tuple(expected[0]):
-            raise OfflineDataError(f"observations have shape {tuple(got)} but the observation "
-                                   f"space {space} expects {tuple(expected[0])}", file=name,
-                                   row=row, column="obs")
-
-
 class SkipReport(list):
-    """Files skipped with `on_bad_file="skip"`: a list of `(file, reason)`."""
+    """Files skipped with `on_bad_file="skip"`: a list of `(file, reason)`, and in
+    `dropped_episodes` the `(eps_id, file)` of tabular episodes dropped whole because some of
+    their rows were in a skipped file."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.dropped_episodes: list[tuple[str, str]] = []
 
     def __str__(self) -> str:
-        return f"{len(self)} file(s) skipped: " + "; ".join(f"{f}: {r}" for f, r in self)
+        text = f"{len(self)} file(s) skipped: " + "; ".join(f"{f}: {r}" for f, r in self)
+        if self.dropped_episodes:
+            text += (f"; {len(self.dropped_episodes)} episode(s) with rows in a skipped file "
+                     "dropped whole")
+        return text
 
 
 def _read_files(files, reader, on_bad_file: str, skipped: SkipReport | None,
@@ -100,12 +128,16 @@ def _read_files(files, reader, on_bad_file: str, skipped: SkipReport | None,
     def guarded(item):
         fs, path = item
         try:
-            return reader(fs, path)
+            try:
+                return reader(fs, path)
+            except Exception as e:  # noqa: BLE001 - every failure becomes a named error
+                raise as_data_error(e, display_name(fs, path)) from None
         except OfflineDataError as e:
             if on_bad_file == "raise":
                 raise
             if skipped is not None:
-                skipped.append((display_name(fs, path), str(e)))
+                skipped.append((display_name(fs, path), getattr(e, "reason", str(e))))
+            _log.warning("skipped %s", e)
             return []
 
     # Decoding holds the GIL: threads pay off only while waiting on remote storage.
@@ -129,7 +161,8 @@ def iter_episodes(input_: Any, *, input_read_episodes: bool = True,
                   input_filesystem_kwargs: dict | None = None, on_bad_file: str = "raise",
                   shuffle_buffer_size: int = 0, seed: int | None = None, prefetch: int = 0,
                   process_index: int = 0, process_count: int = 1,
-                  observation_space: Any = None, skipped: SkipReport | None = None,
+                  observation_space: Any = None, action_space: Any = None,
+                  skipped: SkipReport | None = None,
                   max_workers: int | None = None) -> Iterator[Episode]:
     """Streams episodes with bounded memory.
 
@@ -144,7 +177,9 @@ def iter_episodes(input_: Any, *, input_read_episodes: bool = True,
       shuffle_buffer_size: episodes held in a buffer that yields a random one (0: file order).
       prefetch: episodes decoded ahead on a background thread (0: none).
       process_index, process_count: this process reads every `process_count`-th file.
-      observation_space: checks observation shapes against this space.
+      observation_space, action_space: every episode's values are checked against these
+        (or, when not given, the spaces stored with the episode): see `data.validate`.
+      skipped: a `SkipReport` that collects what "skip" mode skipped and why.
     """
     if not 0 <= process_index < process_count:
         raise ValueError(f"process_index must be in [0, {process_count}), got {process_index}")
@@ -160,7 +195,8 @@ def iter_episodes(input_: Any, *, input_read_episodes: bool = True,
     elif input_read_episodes:
         def reader(fs, path):
             return _episodes_of_file(fs, path, input_read_schema=input_read_schema,
-                                     observation_space=observation_space)
+                                     observation_space=observation_space,
+                                     action_space=action_space)
         stream = (ep for eps in _read_files(files, reader, on_bad_file, skipped, max_workers)
                   for ep in eps)
     else:
@@ -168,7 +204,8 @@ def iter_episodes(input_: Any, *, input_read_episodes: bool = True,
 
         stream = iter_tabular_episodes(files, input_read_schema=input_read_schema,
                                        on_bad_file=on_bad_file, skipped=skipped,
-                                       observation_space=observation_space)
+                                       observation_space=observation_space,
+                                       action_space=action_space)
     if shuffle_buffer_size > 0:
         stream = _shuffled(stream, shuffle_buffer_size, seed)
     if prefetch > 0:

@@ -8,8 +8,18 @@ episode's last row only.
 Tensor columns are read from Ray's `arrow_tensor_v2` (a `large_list` with the per-row shape in
 the field metadata), plain or fixed-size lists; LZ4-compressed columns
 (`base64(lz4.frame(pickle(ndarray)))`, RLlib's default for `obs`/`new_obs`) are decoded by a
-restricted unpickler that allows numpy's array-rebuilding functions only and refuses any
-other global: a crafted file cannot run code.
+restricted unpickler that allows only `numpy`'s `_frombuffer` (the protocol-5 layout RLlib
+writes, which builds the array from the pickle's own bytes) and `numpy.dtype`: no other global,
+so a crafted file cannot run code, and no `ndarray` reconstruction, so no array is allocated
+from a size header or comes back with uninitialised memory. Decompression is bounded (16 MB
+plus 100x the cell's size), whatever the frame header claims.
+
+In skip mode, an episode with rows in a skipped file is dropped whole, never returned cut:
+the episodes still open when a bad file is met and every `eps_id` readable from that file are
+dropped (and counted in the `SkipReport`). When not even the `eps_id` column of the bad file
+can be read, the episodes of the next file up to its first finished row are dropped as well
+(with RLlib's contiguous rows that is exactly the episode that may have begun in the bad
+file; a finished episode may be dropped with it, never a cut one returned).
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from rljax_offline.data.errors import OfflineDataError
+from rljax_offline.data.errors import OfflineDataError, UnsafePayloadError
 from rljax_offline.data.files import display_name
 from rljax_offline.episode import Episode, EpisodeError
 
@@ -35,10 +45,13 @@ TENSOR_EXT = b"ARROW:extension:metadata"
 
 _ALLOWED_GLOBALS = {
     ("numpy._core.numeric", "_frombuffer"), ("numpy.core.numeric", "_frombuffer"),
-    ("numpy._core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "_reconstruct"),
-    ("numpy._core.multiarray", "scalar"), ("numpy.core.multiarray", "scalar"),
-    ("numpy", "dtype"), ("numpy", "ndarray"),
+    ("numpy", "dtype"),
 }
+#: Most bytes one compressed cell may inflate to: a fixed allowance (a large image row) plus
+#: 100x its size (the reader's memory aim); a frame claiming more is refused before
+#: anything is allocated.
+_CELL_BASE_LIMIT = 16 << 20
+_CELL_RATIO_LIMIT = 100
 
 
 class _NumpyOnlyUnpickler(pickle.Unpickler):
@@ -54,13 +67,23 @@ def unpack_compressed(value: str | bytes) -> np.ndarray:
     import lz4.frame
 
     try:
-        raw = lz4.frame.decompress(base64.b64decode(value))
-    except (binascii.Error, RuntimeError, ValueError) as e:
+        packed = base64.b64decode(value, validate=True)
+        limit = _CELL_BASE_LIMIT + _CELL_RATIO_LIMIT * len(packed)
+        claimed = lz4.frame.get_frame_info(packed).get("content_size") or 0
+        if claimed > limit:
+            raise ValueError(f"frame claims {claimed} bytes, more than the {limit} allowed "
+                             f"for a cell of {len(packed)} bytes")
+        decompressor = lz4.frame.LZ4FrameDecompressor()
+        raw = decompressor.decompress(packed, max_length=limit)
+        if not decompressor.eof:
+            raise ValueError("frame is truncated or decompresses to more than "
+                             f"{limit} bytes (more than LZ4 can compress)")
+    except (binascii.Error, RuntimeError, ValueError, TypeError) as e:
         raise ValueError(f"not base64(lz4) data: {e}") from None
     try:
         arr = _NumpyOnlyUnpickler(io.BytesIO(raw)).load()
-    except (pickle.UnpicklingError, EOFError, TypeError, AttributeError, ValueError) as e:
-        raise ValueError(f"refused pickle payload: {e}") from None
+    except Exception as e:  # noqa: BLE001 - a corrupt pickle raises anything; none runs code
+        raise ValueError(f"refused pickle payload: {type(e).__name__}: {e}") from None
     if not isinstance(arr, (np.ndarray, np.generic)) or np.asarray(arr).dtype.kind in "OV":
         raise ValueError(f"compressed cell holds a {type(arr).__name__}, not a numeric array")
     return np.asarray(arr)
@@ -77,6 +100,20 @@ def pack_compressed(arr: np.ndarray) -> str:
 # ---------------------------------------------------------------------- reading
 
 
+def _tensor_shape(raw: bytes, name: str, col: str) -> tuple[int, ...]:
+    """Ray's per-row tensor shape from field metadata: a JSON list of ints >= 0."""
+    try:
+        shape = json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        raise OfflineDataError(f"tensor shape metadata is not JSON: {e}", file=name,
+                               column=col) from None
+    if (not isinstance(shape, list) or len(shape) > 32
+            or not all(type(d) is int and 0 <= d < 1 << 31 for d in shape)):
+        raise OfflineDataError(f"tensor shape metadata must be a list of ints >= 0, got "
+                               f"{str(shape)[:80]}", file=name, column=col)
+    return tuple(shape)
+
+
 def _column_values(table: pa.Table, col: str, name: str) -> np.ndarray:
     """A column as a numpy array `[rows, ...]`, whatever way it was stored."""
     arr = table.column(col).combine_chunks()
@@ -91,22 +128,25 @@ def _column_values(table: pa.Table, col: str, name: str) -> np.ndarray:
             try:
                 out.append(unpack_compressed(v))
             except ValueError as e:
-                raise OfflineDataError(f"compressed cell cannot be decoded: {e}", file=name,
-                                       row=row, column=col) from None
+                error = UnsafePayloadError if "refused" in str(e) else OfflineDataError
+                raise error(f"compressed cell cannot be decoded: {e}", file=name, row=row,
+                            column=col) from None
         return np.stack(out) if out else np.zeros((0,))
     if pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
         shape = None
         meta = field.metadata or {}
         if TENSOR_EXT in meta:
-            try:
-                shape = tuple(json.loads(meta[TENSOR_EXT]))
-            except (ValueError, TypeError):
-                shape = None
+            shape = _tensor_shape(meta[TENSOR_EXT], name, col)
         if pa.types.is_fixed_size_list(typ) and shape is None:
             shape = (typ.list_size,)
         if arr.null_count:
-            raise OfflineDataError("tensor column has null rows", file=name, column=col)
+            row = int(np.argwhere(np.asarray(arr.is_null()))[0, 0])
+            raise OfflineDataError("tensor column has a null row", file=name, row=row,
+                                   column=col)
         flat = arr.flatten().to_numpy(zero_copy_only=False)
+        if flat.dtype.kind not in "biuf":
+            raise OfflineDataError(f"tensor column must hold numbers, got {arr.type}",
+                                   file=name, column=col)
         n = len(arr)
         if shape is None:
             lengths = np.diff(arr.offsets.to_numpy())
@@ -121,6 +161,9 @@ def _column_values(table: pa.Table, col: str, name: str) -> np.ndarray:
                                    file=name, column=col) from None
     if pa.types.is_null(typ):
         return np.full(len(arr), None, object)
+    if arr.null_count:
+        row = int(np.argwhere(np.asarray(arr.is_null()))[0, 0])
+        raise OfflineDataError("null value", file=name, row=row, column=col)
     return arr.to_numpy(zero_copy_only=False)
 
 
@@ -152,7 +195,11 @@ def _table_columns(table: pa.Table, schema: dict | None, name: str) -> dict[str,
         if ours in ("agent_id", "module_id", "infos"):
             continue
         if ours == "eps_id":
-            cols[ours] = np.asarray(table.column(theirs).to_pylist(), object)
+            ids = table.column(theirs).to_pylist()
+            if None in ids:
+                raise OfflineDataError("eps_id is null", file=name, row=ids.index(None),
+                                       column=theirs)
+            cols[ours] = np.asarray(ids, object)
             continue
         cols[ours] = _column_values(table, theirs, name)
     for flag in ("terminateds", "truncateds"):
@@ -165,9 +212,32 @@ def _table_columns(table: pa.Table, schema: dict | None, name: str) -> dict[str,
 class _Assembler:
     """Collects rows per `eps_id` and emits an episode when its last row (a flag) arrives."""
 
-    def __init__(self, observation_space: Any = None):
+    def __init__(self, observation_space: Any = None, action_space: Any = None):
         self.open: dict[str, dict[str, list]] = {}
         self.space = observation_space
+        self.action_space = action_space
+        self.dropped: set[str] = set()  # episodes with rows in a skipped file
+        self.newly_dropped: list[str] = []
+        # After a skipped file whose eps_ids could not be read: the episodes open at the start
+        # of the next file may have begun in it, so they are dropped too.
+        self.suspect_start = False
+
+    def drop_open(self) -> list[str]:
+        """Drops every unfinished episode (its rows may continue in a skipped file)."""
+        ids = list(self.open)
+        self.dropped.update(ids)
+        self.newly_dropped += ids
+        self.open.clear()
+        return ids
+
+    def _drop_suspect_start(self, eps_ids: np.ndarray, done: np.ndarray) -> None:
+        """Drops the episodes seen in this file up to its first finished row."""
+        last = int(np.argmax(done)) if done.any() else len(done) - 1
+        for eid in dict.fromkeys(str(e) for e in eps_ids[:last + 1]):
+            if eid not in self.dropped:
+                self.dropped.add(eid)
+                self.newly_dropped.append(eid)
+        self.suspect_start = False
 
     def add(self, cols: dict[str, Any], name: str) -> Iterator[Episode]:
         n = len(cols["eps_id"])
@@ -176,67 +246,128 @@ class _Assembler:
         for f in ("terminateds", "truncateds"):
             if f in cols:
                 done |= cols[f]
+        if self.suspect_start and n:
+            self._drop_suspect_start(eps_ids, done)
         for row in range(n):
             eid = str(eps_ids[row])
+            if eid in self.dropped:
+                continue
             acc = self.open.setdefault(eid, {"rows": [], "file": name})
             acc["rows"].append((cols, row))
             if done[row]:
-                yield self._build(eid, self.open.pop(eid))
+                yield self._build(eid, self.open.pop(eid), row)
 
     def flush(self) -> Iterator[Episode]:
         for eid in list(self.open):
-            yield self._build(eid, self.open.pop(eid))
+            acc = self.open.pop(eid)
+            yield self._build(eid, acc, acc["rows"][-1][1])
 
-    def _build(self, eid: str, acc: dict) -> Episode:
+    def _build(self, eid: str, acc: dict, last: int) -> Episode:
+        from rljax_offline.data.validate import check_episode
+
         rows, name = acc["rows"], acc["file"]
         obs = [c["obs"][r] for c, r in rows]
         last_cols, last_row = rows[-1]
         if "new_obs" in last_cols:
             for i in range(1, len(rows)):
                 c, r = rows[i - 1]
-                if not np.array_equal(c["new_obs"][r], obs[i]):
+                if not np.array_equal(c["new_obs"][r], obs[i], equal_nan=True):
                     raise OfflineDataError(
                         f"episode {eid!r} has a gap: new_obs of its step {i - 1} is not the obs "
                         f"of its step {i} (rows missing or out of order)", file=name,
-                        column="new_obs")
+                        row=r, column="new_obs")
             obs.append(last_cols["new_obs"][last_row])
         else:
             obs.append(obs[-1])
         emo_keys = [k for k in last_cols if k not in KNOWN]
+        rewards = np.asarray([c["rewards"][r] for c, r in rows])
+        if rewards.dtype.kind not in "biuf":
+            raise OfflineDataError(f"rewards of episode {eid!r} must be numbers, got "
+                                   f"{rewards.dtype} values such as {rewards[0]!r}", file=name,
+                                   row=last, column="rewards")
         try:
-            return Episode(
+            episode = Episode(
                 observations=obs, actions=[c["actions"][r] for c, r in rows],
-                rewards=[float(c["rewards"][r]) for c, r in rows],
+                rewards=rewards.astype(np.float64),
                 extra_model_outputs={k: [c[k][r] for c, r in rows] for k in emo_keys},
                 terminated=bool(last_cols["terminateds"][last_row])
                 if "terminateds" in last_cols else False,
                 truncated=bool(last_cols["truncateds"][last_row])
                 if "truncateds" in last_cols else False,
-                id_=eid, observation_space=self.space)
-        except EpisodeError as e:
+                id_=eid, observation_space=self.space, action_space=self.action_space)
+        except (EpisodeError, ValueError, TypeError) as e:
             raise OfflineDataError(f"rows of episode {eid!r} do not form an episode: {e}",
-                                   file=name, column="obs") from None
+                                   file=name, row=last, column="obs") from None
+        check_episode(episode, file=name, row=last)
+        return episode
+
+
+def _stored_spaces(pf: Any, name: str) -> dict:
+    """The spaces our writer stored in the file's key-value metadata (none for RLlib's)."""
+    from rljax_offline import spaces as sp
+    from rljax_offline.data.writer import META_PREFIX
+
+    meta = pf.schema_arrow.metadata or {}
+    out = {}
+    for key in ("observation_space", "action_space"):
+        raw = meta.get((META_PREFIX + key).encode())
+        if raw is None:
+            continue
+        try:
+            out[key] = sp.space_from_dict(json.loads(raw))
+        except (ValueError, RecursionError) as e:
+            raise OfflineDataError(f"stored {key} metadata is malformed: {e}",
+                                   file=name) from None
+    return out
+
+
+def _readable_ids(fs: Any, path: str, column: str) -> set[str]:
+    """The `eps_id`s that can still be read from a damaged file (none when that fails too)."""
+    import pyarrow.parquet as pq
+
+    try:
+        return {str(v) for v in pq.read_table(fs.open_input_file(path), columns=[column])
+                .column(0).to_pylist() if v is not None}
+    except Exception:  # noqa: BLE001 - the file is already known to be damaged
+        return set()
 
 
 def iter_tabular_episodes(files, *, input_read_schema: dict | None = None,
                           on_bad_file: str = "raise", skipped: list | None = None,
-                          observation_space: Any = None) -> Iterator[Episode]:
+                          observation_space: Any = None, action_space: Any = None
+                          ) -> Iterator[Episode]:
     """Episodes from tabular files, rows grouped by `eps_id` in time order across files."""
-    from rljax_offline.data.reader import _open_parquet
+    from rljax_offline.data.reader import _open_parquet, as_data_error
 
-    asm = _Assembler(observation_space)
+    asm = _Assembler(observation_space, action_space)
     for fs, path in files:
         name = display_name(fs, path)
         try:
-            pf = _open_parquet(fs, path)
-            for i in range(pf.num_row_groups):
-                table = pf.read_row_group(i)
-                yield from asm.add(_table_columns(table, input_read_schema, name), name)
+            try:
+                pf = _open_parquet(fs, path)
+                stored = _stored_spaces(pf, name)
+                asm.space = observation_space or stored.get("observation_space")
+                asm.action_space = action_space or stored.get("action_space")
+                for i in range(pf.num_row_groups):
+                    table = pf.read_row_group(i)
+                    yield from asm.add(_table_columns(table, input_read_schema, name), name)
+            except Exception as e:  # noqa: BLE001 - every failure becomes a named error
+                raise as_data_error(e, name) from None
         except OfflineDataError as e:
             if on_bad_file == "raise":
                 raise
+            asm.drop_open()
+            cut = _readable_ids(fs, path, (input_read_schema or {}).get("eps_id", "eps_id"))
+            asm.newly_dropped += sorted(cut - asm.dropped)
+            asm.dropped.update(cut)
+            asm.suspect_start = not cut
             if skipped is not None:
-                skipped.append((name, str(e)))
+                skipped.append((name, getattr(e, "reason", str(e))))
+        finally:
+            if skipped is not None and asm.newly_dropped:
+                getattr(skipped, "dropped_episodes", []).extend(
+                    (eid, name) for eid in asm.newly_dropped)
+            asm.newly_dropped = []
     yield from asm.flush()
 
 

@@ -8,13 +8,22 @@ many times faster and which RLlib's `SingleAgentEpisode.from_state` reads as wel
 Tabular rows (`output_write_episodes=False`): one timestep a row, RLlib's default schema
 (see `rljax_offline.data.tabular`).
 
-Each file's key-value metadata holds our format version, the layout and the spaces.
+Each file's key-value metadata holds our format version, the layout and the spaces. Every
+data page carries a CRC32 page checksum, which our reader verifies, so a flipped bit in a file
+we wrote is an `IntegrityError`, not silently different numbers.
+
+Nothing is overwritten or lost: file names carry the writer's run id (a UTC timestamp and a
+random suffix, as RLlib puts a run id in its names), so a second run or a concurrent writer into
+the same folder adds files beside the earlier ones; a file is published only when complete (see
+`rljax_offline.data.files`), and temp files of killed writers are removed by the next writer.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,12 +33,17 @@ import pyarrow.parquet as pq
 
 from rljax_offline import spaces as sp
 from rljax_offline.data.codec import encode_episode
-from rljax_offline.data.files import _filesystem, atomic_output
+from rljax_offline.data.files import _filesystem, atomic_output, clean_stale_temps
 from rljax_offline.episode import Episode
 
 FORMAT_VERSION = "1"
 META_PREFIX = "rljax_offline."
 EPISODE_SCHEMA = pa.schema([pa.field("item", pa.binary())])
+
+
+def new_run_id() -> str:
+    """A run id that sorts by start time: `20261123T105732Z-3fa9c2d1`."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
 
 
 def file_metadata(layout: str, episode: Episode | None) -> dict[bytes, bytes]:
@@ -65,6 +79,8 @@ class EpisodeWriter:
     `rllib_folders="CartPoleEnv"` lays the files out as RLlib does:
     `<path>/cartpoleenv/run-000001-00001/...` (one run folder per written file).
 
+    File names hold `run_id` (default: a new `new_run_id()`), so writers never collide.
+
     Example:
         >>> with EpisodeWriter("/tmp/cartpole", output_max_rows_per_file=100) as w:
         ...     for ep in episodes:
@@ -78,7 +94,7 @@ class EpisodeWriter:
                  row_group_bytes: int = 64 << 20,
                  filesystem: Any = None, filesystem_kwargs: dict | None = None,
                  file_prefix: str = "episodes", rllib_folders: str | None = None,
-                 env_runner_index: int = 1):
+                 env_runner_index: int = 1, run_id: str | None = None):
         if output_max_rows_per_file is not None and output_max_rows_per_file <= 0:
             raise ValueError("output_max_rows_per_file must be a positive int or None")
         self._fs, self._root = _filesystem(os.fspath(path), filesystem, filesystem_kwargs)
@@ -100,6 +116,8 @@ class EpisodeWriter:
         self._pq_writer = None
         self._files: list[str] = []
         self._closed = False
+        self.run_id = run_id or new_run_id()
+        clean_stale_temps(self._fs, self._root)
 
     # ------------------------------------------------------------------ rows
 
@@ -143,15 +161,20 @@ class EpisodeWriter:
         name = self._file_name()
         self._ctx = atomic_output(self._fs, name)
         stream = self._ctx.__enter__()
-        self._pq_writer = pq.ParquetWriter(stream, schema, compression=self._compression)
+        # Statistics of the episode column would copy whole episodes into page headers and
+        # the footer (min/max of the blobs): off for episode rows, kept for tabular columns.
+        self._pq_writer = pq.ParquetWriter(stream, schema, compression=self._compression,
+                                           write_page_checksum=True,
+                                           write_statistics=not self._episodes)
         self._current = name
 
     def _file_name(self) -> str:
         if self._rllib_env is None:
-            return f"{self._root}/{self._prefix}_{self._file_index:06d}.parquet"
+            return f"{self._root}/{self._prefix}_{self.run_id}_{self._file_index:06d}.parquet"
         # RLlib's layout: <output>/<env name>/run-<runner, 6 digits><-write count, zfill 6>/
         run = f"run-{self._runner:06d}" + f"-{self._file_index + 1}".zfill(6)
-        return f"{self._root}/{self._rllib_env}/{run}/{self._prefix}_000000-0.parquet"
+        return (f"{self._root}/{self._rllib_env}/{run}/"
+                f"{self._prefix}_{self.run_id}_000000-0.parquet")
 
     def _flush(self) -> None:
         if self._buffer:
