@@ -143,15 +143,26 @@ def test_add_time_dim_and_states_reference():
                            rewards=rng.normal(size=T + L).astype(np.float32),
                            extra_model_outputs={"state_out": rng.normal(
                                size=(T + L, 2)).astype(np.float32)},
-                           len_lookback_buffer=L, observation_space=OBS, action_space=ACT))
+                           len_lookback_buffer=L, t_started=3 * L, observation_space=OBS,
+                           action_space=ACT))
     S = 4
-    _, batch, _ = run_jit(default_learner(SPACES, max_seq_len=S), SPACES, eps)
+    init = {"h": np.full(2, 0.5, np.float32)}
+    eps = [ep.replace(extra_model_outputs={"state_out": {"h": ep.extra_model_outputs[
+        "state_out"]}}) for ep in eps]
+    _, batch, _ = run_jit(default_learner(SPACES, max_seq_len=S, initial_state=init), SPACES,
+                          eps)
     T_pad = EpisodeBatch.from_episodes(eps).max_len
     K = -(-T_pad // S)
     assert batch["obs"].shape == (3 * K, S, 3) and batch["seq_lens"].shape == (3 * K,)
-    assert batch["state_in"].shape == (3 * K, 2)
+    assert batch["state_in"]["h"].shape == (3 * K, 2)
     for b, ep in enumerate(eps):  # RLlib: split each episode into max_seq_len chunks
         T = len(ep)
+        # RLlib: concat([initial if t_started == 0 else the lookback's last state_out],
+        # state_outs[:-1])[::max_seq_len]
+        outs = ep.get_extra_model_outputs("state_out")["h"]
+        first = init["h"] if ep.t_started == 0 else ep.get_extra_model_outputs(
+            "state_out", -1, neg_index_as_lookback=True)["h"]
+        rllib_states = np.concatenate([first[None], outs[:-1]])[::S]
         for k in range(K):
             row = b * K + k
             n = int(np.clip(T - k * S, 0, S))
@@ -163,9 +174,24 @@ def test_add_time_dim_and_states_reference():
                 np.testing.assert_allclose(batch["actions"][row][:n],
                                            ep.get_actions(slice(k * S, k * S + n)))
             np.testing.assert_allclose(batch["obs"][row][n:], 0)
-            want = ep.get_extra_model_outputs("state_out", k * S - 1,
-                                              neg_index_as_lookback=True, fill=0.0)
-            np.testing.assert_allclose(batch["state_in"][row], want)
+            want = rllib_states[k] if n else init["h"]
+            np.testing.assert_allclose(batch["state_in"]["h"][row], want)
+
+
+def test_stateful_learner_without_recorded_states_starts_every_sequence_initial():
+    """Expert data has no state_out: every sequence starts from the module's initial state
+    (RLlib would raise KeyError); without an initial state the error says what to pass."""
+    import pytest
+
+    eps = random_episodes(n=3, seed=12, lookback=False)
+    init = {"h": np.full(5, 0.25, np.float32), "c": np.zeros(5, np.float32)}
+    _, batch, _ = run_jit(default_learner(SPACES, max_seq_len=3, initial_state=init), SPACES,
+                          eps)
+    n = batch["seq_lens"].shape[0]
+    np.testing.assert_allclose(batch["state_in"]["h"], np.full((n, 5), 0.25))
+    assert batch["state_in"]["c"].shape == (n, 5)
+    with pytest.raises(ValueError, match="initial_state"):
+        run_jit(default_learner(SPACES, max_seq_len=3), SPACES, eps)
 
 
 def test_count_based_intrinsic_reward_matches_the_guide():

@@ -264,15 +264,16 @@ def _spec_of(obs: Any):
 
 def default_env_to_module(spaces: Spaces, *custom: Connector,
                           add_default_connectors: bool = True,
-                          max_seq_len: int | None = None) -> Connector:
+                          max_seq_len: int | None = None, initial_state=None) -> Connector:
     """custom pieces -> flatten (if the observations are not flat Box vectors after them) ->
     `obs` of each episode's latest step; for a stateful module (`max_seq_len` set) also
-    `state_in` and a time axis of 1. `add_default_connectors=False` keeps only the custom
+    `state_in` (`initial_state`, e.g. `policy.initial_state()`, for episodes that just
+    started) and a time axis of 1. `add_default_connectors=False` keeps only the custom
     pieces (RLlib's `add_default_connectors_to_env_to_module_pipeline=False`)."""
     if not add_default_connectors:
         return pipeline(*custom)
     stateful = [] if max_seq_len is None else [
-        add_states(as_learner_connector=False),
+        add_states(as_learner_connector=False, initial_state=initial_state),
         add_time_dim(max_seq_len, as_learner_connector=False)]
     return pipeline(*custom, *obs_defaults(spaces, custom), add_observations(), *stateful)
 

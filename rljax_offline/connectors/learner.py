@@ -137,16 +137,17 @@ def count_based_intrinsic_reward(table_size: int = 1 << 16, coeff: float = 1.0) 
 
 
 def default_learner(spaces: Spaces, *custom: Connector, add_default_connectors: bool = True,
-                    max_seq_len: int | None = None) -> Connector:
+                    max_seq_len: int | None = None, initial_state=None) -> Connector:
     """custom pieces -> flatten (if needed) -> `obs`, `actions`, `rewards`, flags, extra model
     outputs, `loss_mask`, `new_obs`, flat `[B * T, ...]`; for a stateful module (`max_seq_len`
-    set) then `state_in` per sequence and the time axis, `[B * K, max_seq_len, ...]`.
+    set) then `state_in` per sequence (from `initial_state`, e.g. `policy.initial_state()`,
+    where no recorded `state_out` precedes it) and the time axis, `[B * K, max_seq_len, ...]`.
     `add_default_connectors=False` keeps only the custom pieces (RLlib's
     `add_default_connectors_to_learner_pipeline=False`)."""
     if not add_default_connectors:
         return pipeline(*custom)
-    stateful = [] if max_seq_len is None else [add_states(max_seq_len),
-                                               add_time_dim(max_seq_len)]
+    stateful = [] if max_seq_len is None else [
+        add_states(max_seq_len, initial_state=initial_state), add_time_dim(max_seq_len)]
     return pipeline(*custom, *obs_defaults(spaces, custom),
                     add_observations(as_learner_connector=True), add_columns(),
                     add_next_observations(), *stateful)
