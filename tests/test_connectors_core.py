@@ -66,7 +66,7 @@ def test_defaults_can_be_left_out_and_pipelines_nest():
     assert default_learner(SPACES, add_default_connectors=False).init(SPACES) == ()
     assert default_env_to_module(SPACES, add_default_connectors=False).init(SPACES) == ()
     assert default_module_to_env(SPACES, add_default_connectors=False).init(SPACES) == ()
-    inner = pipeline(frame_stack(2), mean_std_filter())
+    inner = pipeline(frame_stack(2), mean_std_filter(as_learner_connector=True))
     outer = pipeline(inner, flatten_observations())
     assert outer.out_spaces(SPACES).observation.shape == (6,)
     state = outer.init(SPACES)

@@ -77,7 +77,7 @@ def test_mean_std_filter_env_to_module_pushes_each_latest_observation():
 
 def test_mean_std_filter_split_frozen_update_switch_and_saved_state():
     eps = random_episodes(n=6, seed=4)
-    pipe = pipeline(mean_std_filter())
+    pipe = pipeline(mean_std_filter(as_learner_connector=True))
     f = jax.jit(pipe.apply)
     _, _, whole = f(pipe.init(SPACES), EpisodeBatch.from_episodes(eps), {}, Context())
     s = pipe.init(SPACES)
@@ -90,7 +90,7 @@ def test_mean_std_filter_split_frozen_update_switch_and_saved_state():
     eb = EpisodeBatch.from_episodes(eps)
     e1, _, kept = f(saved, eb, {}, Context(frozen=True))
     np.testing.assert_array_equal(kept[0].count, saved[0].count)
-    frozen_pipe = pipeline(mean_std_filter(update=False))
+    frozen_pipe = pipeline(mean_std_filter(update=False, as_learner_connector=True))
     e2, _, kept2 = jax.jit(frozen_pipe.apply)(saved, eb, {}, Context())
     np.testing.assert_array_equal(kept2[0].m2, saved[0].m2)
     np.testing.assert_allclose(e1.observations, e2.observations)
@@ -104,7 +104,7 @@ def test_mean_std_filter_split_frozen_update_switch_and_saved_state():
 def test_mean_std_filter_on_dict_observations_leaves_discrete_alone():
     eps = random_episodes(n=4, seed=5, obs_space=DICT_OBS)
     spaces = Spaces.of(DICT_OBS, ACT)
-    pipe = pipeline(mean_std_filter())
+    pipe = pipeline(mean_std_filter(as_learner_connector=True))
     e, _, (stats,) = run_jit(pipe, spaces, eps)
     pos = np.concatenate([ep.get_observations()["pos"] for ep in eps])
     ref = NumpyMeanStd((2,))
@@ -118,18 +118,20 @@ def test_mean_std_filter_on_dict_observations_leaves_discrete_alone():
     full = default_env_to_module(spaces, mean_std_filter())
     assert full.out_spaces(spaces).observation.shape == (6,)
     _, batch, _ = run_jit(full, spaces, eps)
+    latest = NumpyMeanStd((2,))  # env-to-module: each episode's latest observation, in order
     for i, ep in enumerate(eps):
         o = ep.get_observations(-1)
+        latest.push(o["pos"])
         np.testing.assert_allclose(batch["obs"][i], np.concatenate(
-            [np.eye(4)[o["mode"]], ref(o["pos"])]), rtol=1e-4, atol=1e-4)
+            [np.eye(4)[o["mode"]], latest(o["pos"])]), rtol=1e-4, atol=1e-4)
 
 
 def test_mean_std_filter_merges_statistics_across_devices():
     """With axis_name, 8 devices' shards give the statistics of the whole batch."""
     eps = random_episodes(n=8, seed=6)
     eb = EpisodeBatch.from_episodes(eps)
-    pipe = pipeline(mean_std_filter(axis_name="data"))
-    _, _, whole = run_jit(pipeline(mean_std_filter()), SPACES, eps)
+    pipe = pipeline(mean_std_filter(axis_name="data", as_learner_connector=True))
+    _, _, whole = run_jit(pipeline(mean_std_filter(as_learner_connector=True)), SPACES, eps)
     mesh = Mesh(np.array(jax.devices()[:8]), ("data",))
 
     @functools.partial(jax.shard_map, mesh=mesh, in_specs=(PartitionSpec(), PartitionSpec(

@@ -65,19 +65,39 @@ def test_default_learner_flattens_dict_observations():
 
 
 def test_frame_stack_and_filter_in_the_learner_match_rllib():
-    """frame_stack(4) then the mean-std filter, fitted on the whole batch first."""
+    """frame_stack(4) then the mean-std filter (learner mode): RLlib pushes each stacked
+    observation in episode and time order and normalizes it with the statistics as of then."""
     eps = random_episodes(seed=2)
-    pipe = default_learner(SPACES, frame_stack(4), mean_std_filter())
+    pipe = default_learner(SPACES, frame_stack(4), mean_std_filter(as_learner_connector=True))
     assert pipe.out_spaces(SPACES).observation.shape == (12,)
     _, batch, _ = run_jit(pipe, SPACES, eps)
-    ref = NumpyMeanStd((12,))
-    for ep in eps:
+    ref, normed = NumpyMeanStd((12,)), {}
+    for i, ep in enumerate(eps):
         for t in range(len(ep) + 1):
             ref.push(stacked_frames(ep, t, 4))
-    want = learner_reference(eps, lambda ep, t: ref(stacked_frames(ep, t, 4)))
+            normed[i, t] = ref(stacked_frames(ep, t, 4))
+    index = {id(ep): i for i, ep in enumerate(eps)}
+    want = learner_reference(eps, lambda ep, t: normed[index[id(ep)], t])
     got = real_rows(batch)
     np.testing.assert_allclose(got["obs"], want["obs"], rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got["new_obs"], want["new_obs"], rtol=1e-4, atol=1e-4)
+
+
+def test_filter_then_frame_stack_stacks_the_per_step_normalized_values():
+    """The filter writes each observation back normalized as of its own push, so frame
+    stacking after it stacks those values, as RLlib's episodes hold them."""
+    eps = random_episodes(seed=14, lookback=False)
+    pipe = default_learner(SPACES, mean_std_filter(as_learner_connector=True), frame_stack(3))
+    _, batch, _ = run_jit(pipe, SPACES, eps)
+    ref, rows = NumpyMeanStd((3,)), []
+    for ep in eps:
+        normed = []
+        for t in range(len(ep) + 1):
+            ref.push(ep.get_observations(t))
+            normed.append(ref(ep.get_observations(t)))
+        normed = np.concatenate([np.zeros((2, 3)), np.stack(normed)])
+        rows += [normed[t:t + 3].reshape(-1) for t in range(len(ep))]
+    np.testing.assert_allclose(real_rows(batch)["obs"], np.stack(rows), rtol=1e-4, atol=1e-4)
 
 
 @settings(max_examples=8, deadline=None)
@@ -86,7 +106,7 @@ def test_padding_never_leaks(seed, noise):
     """Changing every padded value changes no real row and no masked sum; padding rows are
     zero with loss_mask False."""
     eps = random_episodes(seed=seed)
-    pipe = default_learner(SPACES, frame_stack(3), mean_std_filter(),
+    pipe = default_learner(SPACES, frame_stack(3), mean_std_filter(as_learner_connector=True),
                            prev_actions_rewards(2, 2, as_learner_connector=True))
     eb = EpisodeBatch.from_episodes(eps)
     noisy = eb.replace(

@@ -134,10 +134,11 @@ def one_hot_observations() -> Connector:
 class RunningStats(NamedTuple):
     """Count, mean and sum of squared deviations `m2` of one Box leaf's observations.
 
-    Merged with Chan et al.'s parallel update, exact for any split of the data (push one by
-    one, per batch, or per device and then merged). In float32 the mean keeps ~7 digits; with
-    counts beyond ~1e7 the relative update `n / total` loses precision, so cast to float64
-    (`jax_enable_x64`) for longer runs.
+    Merged with Chan et al.'s parallel update, which is associative: `lax.associative_scan`
+    gives the statistics as of every single push in one parallel prefix, exact for any split
+    of the data (one at a time, per batch, per device). In float32 the mean keeps ~7 digits;
+    with counts beyond ~1e7 the relative update `n / total` loses precision, so cast to
+    float64 (`jax_enable_x64`) for longer runs.
     """
 
     count: jax.Array
@@ -147,7 +148,8 @@ class RunningStats(NamedTuple):
     @property
     def std(self):
         """RLlib's `RunningStat.std`: sample std (`m2 / (n - 1)`); `|mean|` while `n <= 1`."""
-        var = jnp.where(self.count > 1, self.m2 / jnp.maximum(self.count - 1, 1.0),
+        count = expand(self.count, self.mean)
+        var = jnp.where(count > 1, self.m2 / jnp.maximum(count - 1, 1.0),
                         jnp.square(self.mean))
         return jnp.sqrt(var)
 
@@ -157,24 +159,49 @@ def init_stats(shape) -> RunningStats:
                         jnp.zeros(shape, jnp.float32))
 
 
-def update_stats(stats: RunningStats, x, mask, axis_name: str | None = None) -> RunningStats:
-    """Merges the rows of `x` (`[N, *shape]`) where `mask` (`[N]`) is True into `stats`;
-    with `axis_name`, the rows of every device on that axis (inside `shard_map` / `pmap`)."""
-    m = expand(mask, x).astype(jnp.float32)
+def merge_stats(a: RunningStats, b: RunningStats) -> RunningStats:
+    """The statistics of `a`'s data followed by `b`'s (Chan et al.); broadcasts over leading
+    axes, so it is the combine function of an associative scan."""
+    total = a.count + b.count
+    frac = expand(b.count / jnp.maximum(total, 1.0), a.mean)
+    delta = b.mean - a.mean
+    return RunningStats(total, a.mean + delta * frac,
+                        a.m2 + b.m2 + jnp.square(delta) * expand(a.count, a.mean) * frac)
+
+
+def _broadcast_stats(stats: RunningStats, n: int) -> RunningStats:
+    return jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (n, *x.shape)), stats)
+
+
+def prefix_stats(stats: RunningStats, x, pushed, axis_name: str | None = None
+                 ) -> tuple[RunningStats, RunningStats]:
+    """Pushes the rows of `x` (`[N, *shape]`) where `pushed` (`[N]`) is True into `stats`, in
+    row order. Returns the statistics as of every row (a pushed row's include its own push,
+    as RLlib's `MeanStdFilter` pushes then normalizes) and the final statistics. With
+    `axis_name` (inside `shard_map` / `pmap`) the devices' rows count in device order."""
     x = x.astype(jnp.float32)
-    n = jnp.sum(mask.astype(jnp.float32))
-    s = jnp.sum(x * m, axis=0)
+    p = pushed.astype(jnp.float32)
+    rows = RunningStats(p, x * expand(p, x), jnp.zeros_like(x))
+    prefix = lax.associative_scan(merge_stats, rows)
+    before = stats
+    local_total = jax.tree_util.tree_map(lambda a: a[-1], prefix)
     if axis_name is not None:
-        n, s = lax.psum(n, axis_name), lax.psum(s, axis_name)
-    bmean = s / jnp.maximum(n, 1.0)
-    sq = jnp.sum(jnp.square(x - bmean) * m, axis=0)
-    if axis_name is not None:
-        sq = lax.psum(sq, axis_name)
-    total = stats.count + n
-    delta = bmean - stats.mean
-    frac = n / jnp.maximum(total, 1.0)
-    return RunningStats(total, stats.mean + delta * frac,
-                        stats.m2 + sq + jnp.square(delta) * stats.count * frac)
+        totals = lax.all_gather(local_total, axis_name)  # [D, ...] in device order
+        me = lax.axis_index(axis_name)
+        earlier = jnp.arange(totals.count.shape[0]) < me
+        masked = totals._replace(count=jnp.where(earlier, totals.count, 0.0))
+        before = merge_stats(stats, _reduce_stats(masked))
+        final = merge_stats(stats, _reduce_stats(totals))
+    else:
+        final = merge_stats(stats, local_total)
+    per_row = merge_stats(_broadcast_stats(before, x.shape[0]), prefix)
+    return per_row, final
+
+
+def _reduce_stats(stats: RunningStats) -> RunningStats:
+    """The merge of a stack `[D, ...]` of statistics, in order."""
+    scanned = lax.associative_scan(merge_stats, stats)
+    return jax.tree_util.tree_map(lambda a: a[-1], scanned)
 
 
 def normalize(stats: RunningStats, x, clip: float | None = 10.0, eps: float = 1e-6):
@@ -195,20 +222,26 @@ def _filtered_spec(spec, clip):
 
 
 def mean_std_filter(update: bool = True, clip: float | None = 10.0,
-                    as_learner_connector: bool = True,
+                    as_learner_connector: bool = False,
                     axis_name: str | None = None) -> Connector:
     """RLlib's `MeanStdFilter`: normalizes Box observations (each Box leaf of a Dict/Tuple;
     Discrete leaves pass unchanged) by running mean and std kept in the state.
 
-    With `update=True` the batch's new observations are merged into the statistics first,
-    then every observation column is normalized with them (a batch at once, where RLlib pushes
-    one observation at a time). New observations: learner mode, each episode's observations
-    from its first step to its last (`L .. L + length`); env-to-module mode, only the latest
-    (`L + length`), as RLlib pushes each observation once when the env emits it. On the
-    lookback windows an env runner feeds (`max_len=0`) both modes agree. `ctx.frozen` (e.g. at
-    evaluation) or `update=False` keep the statistics unchanged. Pass `axis_name` inside
-    `shard_map`/`pmap` to merge the statistics across devices. The state (a pytree of
-    `RunningStats`, one per Box leaf) is saved and restored with the learner's state.
+    Per-step semantics, as RLlib: observations are pushed one at a time in episode then time
+    order, and each is normalized with the statistics as of its own push (so the first
+    observation ever becomes 0); the normalized values are written back into the episodes, so
+    later pieces (frame stacking) see what RLlib's see. A parallel prefix
+    (`lax.associative_scan`) computes all these statistics inside `jit`.
+
+    Which observations are pushed: env-to-module (the default, RLlib's place for it), each
+    episode's latest (`L + length`), as RLlib pushes each observation once when the env emits
+    it; learner (`as_learner_connector=True`, explicit), every observation of each episode from
+    its first step to its last (`L .. L + length`). Other columns (the lookback) are normalized
+    with the statistics as of just before their episode's pushes (RLlib would hold the values
+    normalized back then). `ctx.frozen` (e.g. at evaluation) or `update=False` push nothing and
+    normalize with the given statistics. Pass `axis_name` inside `shard_map`/`pmap`: device
+    d's episodes count after those of devices `< d`. The state (a pytree of `RunningStats`,
+    one per Box leaf) is saved and restored with the learner's state.
     """
 
     def init(spaces):
@@ -220,25 +253,24 @@ def mean_std_filter(update: bool = True, clip: float | None = 10.0,
         return _map_leaves(lambda s: init_stats(s.shape) if isinstance(s, sp.BoxSpec) else (),
                            spec)
 
-    def new_obs_mask(episodes):
+    def pushed_mask(episodes, ctx):
         col = jnp.arange(episodes.len_lookback_buffer + episodes.max_len + 1)[None, :] \
             - episodes.len_lookback_buffer
         lengths = episodes.lengths[:, None]
-        return (col >= 0) & (col <= lengths) if as_learner_connector else col == lengths
+        mask = (col >= 0) & (col <= lengths) if as_learner_connector else col == lengths
+        return mask & jnp.logical_not(jnp.asarray(ctx.frozen, bool)) & update
 
     def apply(state, episodes, batch, ctx):
         spec = episodes.observation_space_spec or _spec_of(episodes.observations)
-        pushed = new_obs_mask(episodes).reshape(-1)
+        pushed = pushed_mask(episodes, ctx).reshape(-1)
 
         def leaf(s, stats, x):
             if not isinstance(s, sp.BoxSpec):
                 return stats, x
-            if update:
-                B, C = x.shape[:2]
-                new = update_stats(stats, x.reshape(B * C, *x.shape[2:]), pushed, axis_name)
-                frozen = jnp.asarray(ctx.frozen, bool)
-                stats = jax.tree_util.tree_map(lambda o, n: jnp.where(frozen, o, n), stats, new)
-            return stats, normalize(stats, x, clip)
+            B, C = x.shape[:2]
+            rows = x.reshape(B * C, *x.shape[2:])
+            per_row, stats = prefix_stats(stats, rows, pushed, axis_name)
+            return stats, normalize(per_row, rows, clip).reshape(x.shape)
 
         pairs = _map_leaves(leaf, spec, state, episodes.observations)
         state = _map_leaves(lambda s, p: p[0], spec, pairs)
