@@ -163,13 +163,24 @@ def test_one_hot_discrete_observations():
 
 
 def test_prev_actions_rewards_env_to_module():
+    """RLlib's layout: Dict(_orig_obs, prev_n_actions one-hot, prev_n_rewards), then flattened
+    by the defaults; zeros (an all-zero one-hot) before the episode's first step."""
     eps = random_episodes(seed=8)
-    _, batch, _ = run_jit(pipeline(prev_actions_rewards(2, 3)), SPACES, eps)
-    for i, ep in enumerate(eps):  # RLlib: get_actions(slice(-n, None), fill=0)
-        np.testing.assert_array_equal(batch["prev_n_actions"][i],
-                                      ep.get_actions(slice(-2, None), fill=0))
-        np.testing.assert_allclose(batch["prev_n_rewards"][i],
-                                   ep.get_rewards(slice(-3, None), fill=0.0))
+    piece = prev_actions_rewards(2, 3)
+    out = piece.out_spaces(SPACES).observation
+    assert isinstance(out, sp.DictSpec)
+    assert tuple(out.keys) == ("_orig_obs", "prev_n_actions", "prev_n_rewards")
+    assert dict(out.items())["prev_n_actions"].shape == (2 * 3,)
+    pipe = default_env_to_module(SPACES, piece)
+    assert pipe.out_spaces(SPACES).observation.shape == (3 + 6 + 3,)
+    for f in (jax.jit(pipe.apply), pipe.apply):
+        _, batch, _ = f(pipe.init(SPACES), EpisodeBatch.from_episodes(eps), {}, Context())
+        for i, ep in enumerate(eps):  # RLlib: get_actions(slice(-n, None), fill=0.0, one-hot)
+            acts = ep.get_actions(slice(-2, None), fill=-1)
+            one_hot = np.stack([np.eye(3)[a] if a >= 0 else np.zeros(3) for a in acts])
+            want = np.concatenate([ep.get_observations(-1), one_hot.reshape(-1),
+                                   ep.get_rewards(slice(-3, None), fill=0.0)])
+            np.testing.assert_allclose(batch["obs"][i], want, rtol=1e-6)
 
 
 def test_stateful_env_to_module_state_in_and_time_axis():
@@ -208,3 +219,14 @@ def test_stateful_env_to_module_initial_state_for_fresh_episodes():
     np.testing.assert_allclose(batch["state_in"]["h"][0], init["h"])
     np.testing.assert_allclose(batch["state_in"]["h"][1],
                                ongoing[1].get_extra_model_outputs("state_out", -1)["h"])
+
+
+def test_model_connectors_add_previous_action_and_reward_for_the_lstm():
+    assert default_env_to_module(SPACES).out_spaces(SPACES).observation.shape == (3,)
+    from rljax_offline.connectors import model_connectors
+
+    assert model_connectors({"use_lstm": True}) == []
+    pieces = model_connectors({"lstm_use_prev_action": True, "lstm_use_prev_reward": True})
+    assert default_env_to_module(SPACES, *pieces).out_spaces(SPACES).observation.shape == (7,)
+    image = Spaces.of(gym.spaces.Box(0, 255, (10, 10, 3), np.uint8), ACT)
+    assert default_env_to_module(image).out_spaces(image).observation.shape == (10, 10, 3)

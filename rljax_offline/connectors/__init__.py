@@ -10,7 +10,6 @@ from rljax_offline.connectors.common import (
     add_states,
     add_time_dim,
     frame_stack,
-    prev_actions_rewards,
 )
 from rljax_offline.connectors.core import Connector, Context, Spaces, pipeline, stateless
 from rljax_offline.connectors.env_to_module import (
@@ -18,7 +17,9 @@ from rljax_offline.connectors.env_to_module import (
     default_env_to_module,
     flatten_observations,
     mean_std_filter,
+    model_connectors,
     one_hot_observations,
+    prev_actions_rewards,
 )
 from rljax_offline.connectors.learner import (
     add_columns,
@@ -54,6 +55,7 @@ __all__ = [
     "frame_stack",
     "get_actions",
     "mean_std_filter",
+    "model_connectors",
     "module_outputs",
     "one_hot_observations",
     "pipeline",

@@ -200,36 +200,3 @@ def stacked_spec(spec, k: int):
     low = np.concatenate([np.asarray(spec.low).reshape(spec.shape)] * k, axis=-1).ravel()
     high = np.concatenate([np.asarray(spec.high).reshape(spec.shape)] * k, axis=-1).ravel()
     return sp.BoxSpec(shape, spec.dtype, tuple(low.tolist()), tuple(high.tolist()))
-
-
-def prev_actions_rewards(n_prev_actions: int = 1, n_prev_rewards: int = 1,
-                         as_learner_connector: bool = False) -> Connector:
-    """`prev_n_actions` `[.., n, *act]` and `prev_n_rewards` `[.., n]`: the `n` actions/rewards
-    before each step (oldest first), zeros before the episode's first available step
-    (RLlib's `PrevActionsPrevRewards` with `fill=0`). Env-to-module: before the latest
-    observation; learner: before every step. Columns in the batch (RLlib writes them into a Dict
-    observation; a module reads them from here and one-hots Discrete actions itself)."""
-
-    def window(x, valid, n):
-        # x: [B, C, ...] -> [B, C + 1, n, ...]: for every column c (one past the end too, the
-        # latest step of a full episode), the items c-n .. c-1; invalid items are zero.
-        x = jnp.where(expand(valid, x), x, jnp.zeros((), x.dtype))
-        x = jnp.pad(x, [(0, 0), (0, 1)] + [(0, 0)] * (x.ndim - 2))
-        cols = [jnp.pad(x, [(0, 0), (k, 0)] + [(0, 0)] * (x.ndim - 2))[:, :x.shape[1]]
-                for k in range(n, 0, -1)]
-        return jnp.stack(cols, axis=2)
-
-    def apply(episodes, batch, ctx):
-        valid = episodes.lookback_mask
-        L, T = episodes.len_lookback_buffer, episodes.max_len
-        acts = window(episodes.actions, valid, n_prev_actions)
-        rews = window(episodes.rewards, valid, n_prev_rewards)
-        if as_learner_connector:
-            mask = episodes.mask
-            a = flat(jnp.where(expand(mask, acts[:, L:L + T]), acts[:, L:L + T], 0))
-            r = flat(jnp.where(expand(mask, rews[:, L:L + T]), rews[:, L:L + T], 0))
-        else:
-            a, r = latest(acts, episodes), latest(rews, episodes)
-        return episodes, {**batch, "prev_n_actions": a, "prev_n_rewards": r}
-
-    return stateless(apply)

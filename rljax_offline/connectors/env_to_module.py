@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from rljax_offline import spaces as sp
@@ -84,8 +85,9 @@ def _flat_box(spec) -> sp.BoxSpec:
 
 
 def needs_flattening(spec) -> bool:
-    """True unless the observations are already flat Box vectors."""
-    return not (isinstance(spec, sp.BoxSpec) and len(spec.shape) == 1)
+    """True unless the observations are flat Box vectors or images (rank-3 Box, which the
+    model's CNN reads as they are, as RLlib's catalog picks a CNN for them)."""
+    return not (isinstance(spec, sp.BoxSpec) and len(spec.shape) in (1, 3))
 
 
 def _require_spec(episodes, piece):
@@ -126,6 +128,86 @@ def one_hot_observations() -> Connector:
 
     return Connector(init=lambda spaces: (), apply=apply,
                      out_spaces=lambda s: s._replace(observation=_one_hot_spec(s.observation)))
+
+
+# ------------------------------------------------------------------------- prev actions, rewards
+
+ORIG_OBS_KEY, PREV_ACTIONS_KEY, PREV_REWARDS_KEY = "_orig_obs", "prev_n_actions", "prev_n_rewards"
+
+
+def _window(x, valid, n):
+    """`x` `[B, C, ...]` (actions/rewards columns) -> `[B, C + 1, n, ...]`: for every
+    observation column c, the items c-n .. c-1 (oldest first); invalid items are zero."""
+    x = jnp.where(expand(valid, x), x, jnp.zeros((), x.dtype))
+    x = jnp.pad(x, [(0, 0), (0, 1)] + [(0, 0)] * (x.ndim - 2))
+    cols = [jnp.pad(x, [(0, 0), (k, 0)] + [(0, 0)] * (x.ndim - 2))[:, :x.shape[1]]
+            for k in range(n, 0, -1)]
+    return jnp.stack(cols, axis=2)
+
+
+def _prev_spec(obs_spec, act_spec, n_prev_actions: int, n_prev_rewards: int):
+    """RLlib's `Dict(_orig_obs, prev_n_actions, prev_n_rewards)` observation space."""
+    if obs_spec is None or act_spec is None:
+        return None
+    keys, spaces = [ORIG_OBS_KEY], [obs_spec]
+    if n_prev_actions:
+        act = _flat_box(act_spec)
+        keys.append(PREV_ACTIONS_KEY)
+        spaces.append(sp.BoxSpec((n_prev_actions * act.shape[0],), "float32",
+                                 act.low * n_prev_actions, act.high * n_prev_actions))
+    if n_prev_rewards:
+        keys.append(PREV_REWARDS_KEY)
+        spaces.append(sp.BoxSpec((n_prev_rewards,), "float32", (-np.inf,) * n_prev_rewards,
+                                 (np.inf,) * n_prev_rewards))
+    return sp.DictSpec(tuple(keys), tuple(spaces))
+
+
+def prev_actions_rewards(n_prev_actions: int = 1, n_prev_rewards: int = 1,
+                         as_learner_connector: bool = False) -> Connector:
+    """RLlib's `PrevActionsPrevRewards`: each observation becomes
+    `{"_orig_obs": obs, "prev_n_actions": [n * A], "prev_n_rewards": [n]}`, the `n` actions
+    (Discrete one-hot, Box flattened; RLlib's `one_hot_discrete=True`) and rewards before it,
+    oldest first, zeros before the episode's first available step (an all-zero one-hot for
+    Discrete, as RLlib's `fill=0.0`). The default pipelines then flatten it, so the module's
+    input grows by `n * A + n` dimensions (`out_spaces` says so).
+
+    Every observation column is rewritten (RLlib writes the latest one back into the episode
+    at each step), so the piece serves both pipelines alike; `as_learner_connector` is
+    accepted for RLlib's signature. A key is left out when its `n` is 0.
+    """
+    if n_prev_actions < 0 or n_prev_rewards < 0 or not (n_prev_actions or n_prev_rewards):
+        raise ValueError(f"need n_prev_actions or n_prev_rewards >= 1, got {n_prev_actions}, "
+                         f"{n_prev_rewards}")
+
+    def apply(state, episodes, batch, ctx):
+        act_spec = episodes.action_space_spec
+        if act_spec is None:
+            raise ValueError("prev_actions_rewards needs the action space on the episodes")
+        valid = episodes.lookback_mask
+        obs = {ORIG_OBS_KEY: episodes.observations}
+        if n_prev_actions:
+            enc = _flatten(episodes.actions, act_spec)  # [B, C, A] float32
+            w = _window(enc, valid, n_prev_actions)
+            obs[PREV_ACTIONS_KEY] = w.reshape(*w.shape[:2], -1)
+        if n_prev_rewards:
+            obs[PREV_REWARDS_KEY] = _window(episodes.rewards.astype(jnp.float32), valid,
+                                            n_prev_rewards)
+        spec = _prev_spec(episodes.observation_space_spec, act_spec, n_prev_actions,
+                          n_prev_rewards)
+        return episodes.replace(observations=obs, observation_space_spec=spec), batch, state
+
+    return Connector(init=lambda spaces: (), apply=apply,
+                     out_spaces=lambda s: s._replace(observation=_prev_spec(
+                         s.observation, s.action, n_prev_actions, n_prev_rewards)))
+
+
+def model_connectors(model_config: dict) -> list[Connector]:
+    """The pieces a model config asks of both pipelines (RLlib's `lstm_use_prev_action` /
+    `lstm_use_prev_reward`: the previous action / reward as part of the observation); put them
+    in front of the defaults and build the policy from the pipeline's `out_spaces`."""
+    n_act = int(bool(model_config.get("lstm_use_prev_action", False)))
+    n_rew = int(bool(model_config.get("lstm_use_prev_reward", False)))
+    return [prev_actions_rewards(n_act, n_rew)] if n_act or n_rew else []
 
 
 # ------------------------------------------------------------------------------ mean-std filter
