@@ -93,7 +93,7 @@ class FireReset(gym.Wrapper):
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
-        meanings = env.unwrapped.get_action_meanings()
+        meanings = getattr(env.unwrapped, "get_action_meanings", lambda: [])()
         if len(meanings) < 2 or meanings[1] != "FIRE":
             raise ValueError(f"FireReset needs action 1 to be FIRE, got {meanings[:2]}")
 
