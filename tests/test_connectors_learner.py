@@ -283,3 +283,29 @@ def test_count_based_reward_at_1024_dims_compiles_quickly_with_the_same_hashes()
             counts[o.tobytes()] += 1
             want.append(1 / counts[o.tobytes()])
     np.testing.assert_allclose(real_rows(batch)["rewards"], want, rtol=1e-6)
+
+
+def test_compact_rows_are_rllibs_layout_with_rllibs_dtypes():
+    """Valid timesteps only, in episode then time order; Discrete actions int64, flags bool;
+    inside jit a static `size` gives the same rows first, then masked zero rows."""
+    import pytest
+
+    from rljax_offline.connectors import compact_rows
+
+    eps = random_episodes(seed=15)
+    _, batch, _ = run_jit(default_learner(SPACES), SPACES, eps)
+    rows = compact_rows(batch, action_space=ACT)
+    ref = learner_reference(eps)
+    n = sum(len(ep) for ep in eps)
+    assert rows["obs"].shape == (n, 3) and rows["loss_mask"].all()
+    np.testing.assert_allclose(rows["obs"], ref["obs"])
+    np.testing.assert_array_equal(rows["actions"], ref["actions"])
+    assert rows["actions"].dtype == np.int64 and rows["terminateds"].dtype == bool
+    assert rows["rewards"].dtype == np.float32
+    jitted = jax.jit(compact_rows, static_argnums=1)(batch, n + 3)
+    np.testing.assert_allclose(jitted["obs"][:n], ref["obs"])
+    assert not np.asarray(jitted["loss_mask"][n:]).any() and not np.any(jitted["obs"][n:])
+    _, seqs, _ = run_jit(default_learner(SPACES, max_seq_len=4, initial_state={
+        "h": np.zeros(2, np.float32)}), SPACES, eps)
+    with pytest.raises(ValueError, match="recurrent"):
+        compact_rows(seqs)

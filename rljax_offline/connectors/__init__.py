@@ -25,8 +25,10 @@ from rljax_offline.connectors.learner import (
     add_columns,
     add_next_observations,
     clip_rewards,
+    compact_rows,
     count_based_intrinsic_reward,
     default_learner,
+    rllib_dtypes,
 )
 from rljax_offline.connectors.module_to_env import (
     clip_actions,
@@ -47,6 +49,7 @@ __all__ = [
     "add_time_dim",
     "clip_actions",
     "clip_rewards",
+    "compact_rows",
     "count_based_intrinsic_reward",
     "default_env_to_module",
     "default_learner",
@@ -60,5 +63,6 @@ __all__ = [
     "one_hot_observations",
     "pipeline",
     "prev_actions_rewards",
+    "rllib_dtypes",
     "stateless",
 ]

@@ -251,22 +251,25 @@ def merge_stats(a: RunningStats, b: RunningStats) -> RunningStats:
                         a.m2 + b.m2 + jnp.square(delta) * expand(a.count, a.mean) * frac)
 
 
-def _broadcast_stats(stats: RunningStats, n: int) -> RunningStats:
-    return jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (n, *x.shape)), stats)
-
-
 def prefix_stats(stats: RunningStats, x, pushed, axis_name: str | None = None
                  ) -> tuple[RunningStats, RunningStats]:
-    """Pushes the rows of `x` (`[N, *shape]`) where `pushed` (`[N]`) is True into `stats`, in
-    row order. Returns the statistics as of every row (a pushed row's include its own push,
-    as RLlib's `MeanStdFilter` pushes then normalizes) and the final statistics. With
-    `axis_name` (inside `shard_map` / `pmap`) the devices' rows count in device order."""
+    """Pushes the rows of `x` (`[B, C, *shape]`, episode-major) where `pushed` (`[B, C]`) is
+    True into `stats`, in row order. Returns the statistics as of every row (a pushed row's
+    include its own push, as RLlib's `MeanStdFilter` pushes then normalizes) and the final
+    statistics. With `axis_name` (inside `shard_map` / `pmap`) the devices' rows count in
+    device order. Two associative scans: along each episode, then over the episodes' totals
+    (shallower and ~2x faster than one scan over all `B * C` rows)."""
     x = x.astype(jnp.float32)
     p = pushed.astype(jnp.float32)
     rows = RunningStats(p, x * expand(p, x), jnp.zeros_like(x))
-    prefix = lax.associative_scan(merge_stats, rows)
+    within = lax.associative_scan(merge_stats, rows, axis=1)
+    totals = jax.tree_util.tree_map(lambda a: a[:, -1], within)
+    running = lax.associative_scan(merge_stats, totals)  # through episode b, inclusive
+    earlier = jax.tree_util.tree_map(  # through episode b - 1: shift in an empty one
+        lambda a: jnp.concatenate([jnp.zeros_like(a[:1]), a[:-1]])[:, None], running)
+    prefix = merge_stats(earlier, within)
     before = stats
-    local_total = jax.tree_util.tree_map(lambda a: a[-1], prefix)
+    local_total = jax.tree_util.tree_map(lambda a: a[-1], running)
     if axis_name is not None:
         totals = lax.all_gather(local_total, axis_name)  # [D, ...] in device order
         me = lax.axis_index(axis_name)
@@ -276,8 +279,8 @@ def prefix_stats(stats: RunningStats, x, pushed, axis_name: str | None = None
         final = merge_stats(stats, _reduce_stats(totals))
     else:
         final = merge_stats(stats, local_total)
-    per_row = merge_stats(_broadcast_stats(before, x.shape[0]), prefix)
-    return per_row, final
+    before = jax.tree_util.tree_map(lambda a: a[None, None], before)
+    return merge_stats(before, prefix), final
 
 
 def _reduce_stats(stats: RunningStats) -> RunningStats:
@@ -344,15 +347,13 @@ def mean_std_filter(update: bool = True, clip: float | None = 10.0,
 
     def apply(state, episodes, batch, ctx):
         spec = episodes.observation_space_spec or _spec_of(episodes.observations)
-        pushed = pushed_mask(episodes, ctx).reshape(-1)
+        pushed = pushed_mask(episodes, ctx)
 
         def leaf(s, stats, x):
             if not isinstance(s, sp.BoxSpec):
                 return stats, x
-            B, C = x.shape[:2]
-            rows = x.reshape(B * C, *x.shape[2:])
-            per_row, stats = prefix_stats(stats, rows, pushed, axis_name)
-            return stats, normalize(per_row, rows, clip).reshape(x.shape)
+            per_row, stats = prefix_stats(stats, x, pushed, axis_name)
+            return stats, normalize(per_row, x, clip)
 
         pairs = _map_leaves(leaf, spec, state, episodes.observations)
         state = _map_leaves(lambda s, p: p[0], spec, pairs)

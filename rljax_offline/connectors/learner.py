@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from rljax_offline import spaces as sp
 from rljax_offline.connectors.common import (
     add_observations,
     add_states,
@@ -134,6 +136,49 @@ def count_based_intrinsic_reward(table_size: int = 1 << 16, coeff: float = 1.0) 
         return episodes.replace(rewards=rewards), batch, counts
 
     return Connector(init=init, apply=apply, out_spaces=lambda s: s)
+
+
+def compact_rows(batch: dict, size: int | None = None, action_space=None) -> dict:
+    """A flat learner batch (`[B * T, ...]` rows with `loss_mask`) as RLlib lays it out for
+    non-recurrent modules: the valid timesteps only, in episode then time order.
+
+    `size=None` (on the host): exactly the valid rows, as numpy, with RLlib's dtypes (see
+    `rllib_dtypes`). `size=n` (inside `jit`, where shapes are static): the first `n` valid rows,
+    then zero rows with `loss_mask` False if fewer are valid (rows beyond `n` are dropped: size
+    it from the data's step count). Recurrent batches keep their `[B * K, max_seq_len]`
+    sequences with `loss_mask` and `seq_lens`, as in RLlib.
+    """
+    if "seq_lens" in batch:
+        raise ValueError("compact_rows is for flat [B * T] batches; a recurrent batch keeps "
+                         "its sequences, with loss_mask and seq_lens, as in RLlib")
+    if "loss_mask" not in batch:
+        raise KeyError("compact_rows needs the 'loss_mask' column (from add_columns)")
+    if size is None:
+        keep = np.asarray(batch["loss_mask"], bool)
+        rows = jax.tree_util.tree_map(lambda x: np.asarray(x)[keep], batch)
+        return rllib_dtypes(rows, action_space)
+    mask = batch["loss_mask"]
+    idx = jnp.nonzero(mask, size=size, fill_value=0)[0]
+    valid = jnp.arange(size) < jnp.sum(mask)
+    out = jax.tree_util.tree_map(lambda x: _zero_padding(x[idx], valid), batch)
+    return {**out, "loss_mask": valid}
+
+
+def rllib_dtypes(batch: dict, action_space=None) -> dict:
+    """Host columns with the dtypes of RLlib's train batches: `actions` of the action space's
+    dtype (int64 for Discrete; inside `jit` without `jax_enable_x64` they are int32),
+    `terminateds` / `truncateds` / `loss_mask` bool, `rewards` float32, `seq_lens` int32."""
+    out = dict(batch)
+    spec = sp.to_spec(action_space) if action_space is not None else None
+    if "actions" in out and spec is not None and not isinstance(spec, (sp.DictSpec,
+                                                                       sp.TupleSpec)):
+        dtype = np.int64 if isinstance(spec, sp.DiscreteSpec) else np.dtype(spec.dtype)
+        out["actions"] = np.asarray(out["actions"]).astype(dtype)
+    for k, dtype in (("terminateds", bool), ("truncateds", bool), ("loss_mask", bool),
+                     ("rewards", np.float32), ("seq_lens", np.int32)):
+        if k in out:
+            out[k] = np.asarray(out[k]).astype(dtype)
+    return out
 
 
 def default_learner(spaces: Spaces, *custom: Connector, add_default_connectors: bool = True,
