@@ -4,8 +4,12 @@ It matches RLlib's `SingleAgentEpisode` (getters, lookback buffers, slicing, `cu
 `concat_episode`, `get_state`/`from_state`), except that whatever mutates in RLlib returns a
 new `Episode` here. Array leaves are `observations` (one more than actions; a pytree for
 Dict/Tuple spaces), `actions`, `rewards` and `extra_model_outputs`; each holds the lookback
-buffer at its front, as in RLlib. Everything else is static metadata, hashable, so `jax.jit`,
-`jax.tree_util.tree_map` and `jax.device_put` accept an `Episode`.
+buffer at its front, as in RLlib. Static metadata (hashable, in jit's cache key) is only what
+shapes and indexing need (`t_started`, `len_lookback_buffer`, the end flags, the spaces); ids,
+infos, custom data and times are host data outside the pytree, so one compile serves every
+episode of the same shapes. `jax.jit`, `jax.tree_util.tree_map` and `jax.device_put` accept an
+`Episode` and return it without host data (`has_host_data` False; `with_host_data(original)`
+puts it back, `to_numpy()` keeps it).
 
 Example:
     >>> import numpy as np
@@ -30,11 +34,18 @@ from rljax_offline import spaces as sp
 from rljax_offline.tree_util import FrozenPytree, HostData, leading_dim, stack_items
 
 _ARRAY_FIELDS = ("observations", "actions", "rewards", "extra_model_outputs")
-_STATIC_FIELDS = (
-    "id_", "agent_id", "module_id", "multi_agent_episode_id", "t_started",
-    "len_lookback_buffer", "terminated", "truncated", "observation_space_spec",
-    "action_space_spec", "_infos", "_custom_data", "start_time", "last_step_time",
-)
+# Static metadata (hashable, part of the jit cache key): only what shapes and indexing need.
+_STATIC_FIELDS = ("t_started", "len_lookback_buffer", "terminated", "truncated",
+                  "observation_space_spec", "action_space_spec")
+# Host-only data outside the pytree: one compile serves episodes with any ids / infos; JAX
+# transforms (jit, tree_map, device_put) return episodes without it (see `with_host_data`).
+_HOST_FIELDS = ("id_", "agent_id", "module_id", "multi_agent_episode_id", "_infos",
+                "_custom_data", "start_time", "last_step_time")
+_NO_HOST_DATA = ("this Episode came out of a JAX transform (jit, tree_map, device_put), which "
+                 "does not carry host data (id_, infos, custom_data): restore it with "
+                 "ep.with_host_data(original) or use ep.to_numpy()")
+
+
 class EpisodeError(ValueError):
     """An episode was built from inconsistent data (lengths, structure, shapes, ids)."""
 
@@ -125,8 +136,9 @@ def _set_items(data: Any, n: int, lookback: int, new_data: Any, at_indices: Any,
 class Episode(FrozenPytree):
     """A finalized single-agent episode (chunk), immutable. See the module docstring."""
 
-    __slots__ = _ARRAY_FIELDS + _STATIC_FIELDS
+    __slots__ = _ARRAY_FIELDS + _STATIC_FIELDS + _HOST_FIELDS
     _array_fields, _static_fields = _ARRAY_FIELDS, _STATIC_FIELDS
+    _host_fields = _HOST_FIELDS
 
     def __init__(
         self,
@@ -227,14 +239,45 @@ class Episode(FrozenPytree):
     def _kwargs(self) -> dict:
         return dict(
             observations=self.observations, actions=self.actions, rewards=self.rewards,
-            infos=list(self._infos.value), extra_model_outputs=dict(self.extra_model_outputs),
+            infos=self._host_infos(), extra_model_outputs=dict(self.extra_model_outputs),
             terminated=self.terminated, truncated=self.truncated, id_=self.id_,
             agent_id=self.agent_id, module_id=self.module_id,
             multi_agent_episode_id=self.multi_agent_episode_id, t_started=self.t_started,
             len_lookback_buffer=self.len_lookback_buffer,
             observation_space=self.observation_space_spec,
-            action_space=self.action_space_spec, custom_data=dict(self._custom_data.value),
+            action_space=self.action_space_spec, custom_data=self._host_custom_data(),
             start_time=self.start_time, last_step_time=self.last_step_time)
+
+    @property
+    def has_host_data(self) -> bool:
+        """False for an episode returned by a JAX transform (no ids, infos, custom data)."""
+        return self._infos is not None
+
+    def _host_infos(self, indices=None, **kw):
+        if not self.has_host_data:
+            return None
+        return list(self._infos.value) if indices is None else self.get_infos(indices, **kw)
+
+    def _host_custom_data(self):
+        return dict(self._custom_data.value) if self.has_host_data else None
+
+    def _derived(self, **kwargs) -> Episode:
+        """A new episode from constructor fields; host-less when this one is (inside jit)."""
+        ep = Episode(**kwargs)
+        if self.has_host_data:
+            return ep
+        leaves, treedef = jax.tree_util.tree_flatten(ep)
+        return jax.tree_util.tree_unflatten(treedef, leaves)
+
+    def with_host_data(self, other: Episode) -> Episode:
+        """This episode's arrays with `other`'s host data (ids, infos, custom data, times),
+        e.g. for an episode a jitted function returned, from the episode passed in."""
+        if not other.has_host_data:
+            raise EpisodeError("with_host_data: the other episode has no host data either")
+        out = object.__new__(Episode)
+        out._init_fields({f: getattr(self, f) for f in _ARRAY_FIELDS + _STATIC_FIELDS})
+        out._init_fields({f: getattr(other, f) for f in _HOST_FIELDS})
+        return out
 
     def replace(self, **changes) -> Episode:
         """A new episode with the given constructor fields changed (and re-validated)."""
@@ -244,7 +287,7 @@ class Episode(FrozenPytree):
             raise TypeError(f"replace() got unknown fields {sorted(unknown)}; "
                             f"allowed: {sorted(kwargs)}")
         kwargs.update(changes)
-        return Episode(**kwargs)
+        return self._derived(**kwargs)
 
     # ------------------------------------------------------------------ properties
 
@@ -293,10 +336,14 @@ class Episode(FrozenPytree):
 
     @property
     def infos(self) -> tuple:
+        if not self.has_host_data:
+            raise EpisodeError(_NO_HOST_DATA)
         return self._infos.value
 
     @property
     def custom_data(self) -> types.MappingProxyType:
+        if not self.has_host_data:
+            raise EpisodeError(_NO_HOST_DATA)
         return types.MappingProxyType(self._custom_data.value)
 
     # ------------------------------------------------------------------ getters
@@ -339,7 +386,7 @@ class Episode(FrozenPytree):
 
     def get_infos(self, indices=None, *, neg_index_as_lookback: bool = False,
                   fill: Any = None) -> Any:
-        infos = self._infos.value
+        infos = self.infos
         p = lb.plan(indices, len(infos), self.len_lookback_buffer,
                     neg_index_as_lookback=neg_index_as_lookback, fill=fill, what="infos")
         out = lb.take_list(list(infos), p, fill, fill)
@@ -382,8 +429,10 @@ class Episode(FrozenPytree):
 
     def _with(self, **leaves) -> Episode:
         """Swaps array leaves of equal shape without re-validating (works on traced data)."""
-        children = tuple(leaves.get(f, getattr(self, f)) for f in _ARRAY_FIELDS)
-        return Episode.tree_unflatten(tuple(getattr(self, f) for f in _STATIC_FIELDS), children)
+        out = object.__new__(Episode)
+        out._init_fields({f: leaves.get(f, getattr(self, f)) for f in _ARRAY_FIELDS})
+        out._init_fields({f: getattr(self, f) for f in _STATIC_FIELDS + _HOST_FIELDS})
+        return out
 
     # ------------------------------------------------------------------ chunks
 
@@ -414,11 +463,11 @@ class Episode(FrozenPytree):
         want_lb = self.len_lookback_buffer if len_lookback_buffer is None else len_lookback_buffer
         new_lb = min(want_lb, self.len_lookback_buffer + start)
         kw = dict(neg_index_as_lookback=True)
-        return Episode(
+        return self._derived(
             observations=self.get_observations(slice(start - new_lb, stop + 1), **kw),
             actions=self.get_actions(slice(start - new_lb, stop), **kw),
             rewards=self.get_rewards(slice(start - new_lb, stop), **kw),
-            infos=self.get_infos(slice(start - new_lb, stop + 1), **kw),
+            infos=self._host_infos(slice(start - new_lb, stop + 1), **kw),
             extra_model_outputs={k: self.get_extra_model_outputs(k, slice(start - new_lb, stop),
                                                                  **kw)
                                  for k in self.extra_model_outputs},
@@ -428,7 +477,7 @@ class Episode(FrozenPytree):
             multi_agent_episode_id=self.multi_agent_episode_id,
             t_started=self.t_started + start, len_lookback_buffer=new_lb,
             observation_space=self.observation_space_spec,
-            action_space=self.action_space_spec, custom_data=dict(self._custom_data.value),
+            action_space=self.action_space_spec, custom_data=self._host_custom_data(),
             start_time=self.start_time, last_step_time=self.last_step_time)
 
     def cut(self, len_lookback_buffer: int = 0) -> Episode:
@@ -442,17 +491,17 @@ class Episode(FrozenPytree):
         k = len_lookback_buffer
         obs_idx = slice(-k - 1, None)
         rest_idx = slice(-k, None) if k > 0 else slice(None, 0)
-        return Episode(
+        return self._derived(
             observations=self.get_observations(obs_idx),
             actions=self.get_actions(rest_idx),
             rewards=self.get_rewards(rest_idx),
-            infos=self.get_infos(obs_idx),
+            infos=self._host_infos(obs_idx),
             extra_model_outputs={k_: self.get_extra_model_outputs(k_, rest_idx)
                                  for k_ in self.extra_model_outputs},
             id_=self.id_, agent_id=self.agent_id, module_id=self.module_id,
             multi_agent_episode_id=self.multi_agent_episode_id, t_started=self.t,
             len_lookback_buffer="auto", observation_space=self.observation_space_spec,
-            action_space=self.action_space_spec, custom_data=dict(self._custom_data.value),
+            action_space=self.action_space_spec, custom_data=self._host_custom_data(),
             start_time=self.start_time, last_step_time=self.last_step_time)
 
     def concat_episode(self, other: Episode) -> Episode:
@@ -483,11 +532,12 @@ class Episode(FrozenPytree):
             raise EpisodeError(f"cannot concat: extra_model_outputs keys differ "
                                f"({sorted(self.extra_model_outputs)} vs "
                                f"{sorted(other.extra_model_outputs)})")
-        return Episode(
+        return self._derived(
             observations=obs,
             actions=jax.tree_util.tree_map(join, self.actions, other.get_actions()),
             rewards=join(self.rewards, other.get_rewards()),
-            infos=list(self._infos.value[:-1]) + list(other.get_infos()),
+            infos=(list(self._infos.value[:-1]) + list(other.get_infos())
+                   if self.has_host_data and other.has_host_data else None),
             extra_model_outputs={k: jax.tree_util.tree_map(join, v,
                                                            other.get_extra_model_outputs(k))
                                  for k, v in self.extra_model_outputs.items()},
@@ -497,12 +547,14 @@ class Episode(FrozenPytree):
             len_lookback_buffer=self.len_lookback_buffer,
             observation_space=self.observation_space_spec or other.observation_space_spec,
             action_space=self.action_space_spec or other.action_space_spec,
-            custom_data={**self._custom_data.value, **other._custom_data.value},
+            custom_data=({**self._custom_data.value, **other._custom_data.value}
+                         if self.has_host_data and other.has_host_data else None),
             start_time=self.start_time, last_step_time=other.last_step_time)
 
     def to_numpy(self) -> Episode:
-        """This episode with every array leaf on the host as numpy."""
-        return jax.tree_util.tree_map(np.asarray, self)
+        """This episode with every array leaf on the host as numpy (host data kept)."""
+        out = jax.tree_util.tree_map(np.asarray, self)
+        return out.with_host_data(self) if self.has_host_data else out
 
     # ------------------------------------------------------------------ RLlib state dicts
 

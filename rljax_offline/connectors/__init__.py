@@ -11,7 +11,14 @@ from rljax_offline.connectors.common import (
     add_time_dim,
     frame_stack,
 )
-from rljax_offline.connectors.core import Connector, Context, Spaces, pipeline, stateless
+from rljax_offline.connectors.core import (
+    Connector,
+    Context,
+    Spaces,
+    named_states,
+    pipeline,
+    stateless,
+)
 from rljax_offline.connectors.env_to_module import (
     RunningStats,
     default_env_to_module,
@@ -60,6 +67,7 @@ __all__ = [
     "mean_std_filter",
     "model_connectors",
     "module_outputs",
+    "named_states",
     "one_hot_observations",
     "pipeline",
     "prev_actions_rewards",

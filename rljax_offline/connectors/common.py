@@ -158,7 +158,7 @@ def add_states(max_seq_len: int | None = None, as_learner_connector: bool = True
 
         return episodes, {**batch, "state_in": jax.tree_util.tree_map(gather, states, init)}
 
-    return stateless(apply)
+    return stateless(apply, lookback=1)  # the state_out of the step before
 
 
 def frame_stack(num_frames: int) -> Connector:
@@ -187,7 +187,8 @@ def frame_stack(num_frames: int) -> Connector:
 
     return Connector(init=lambda spaces: (), apply=apply,
                      out_spaces=lambda s: s._replace(
-                         observation=stacked_spec(s.observation, num_frames)))
+                         observation=stacked_spec(s.observation, num_frames)),
+                     lookback=num_frames - 1, name="frame_stack")
 
 
 def stacked_spec(spec, k: int):

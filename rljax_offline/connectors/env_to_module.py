@@ -198,7 +198,9 @@ def prev_actions_rewards(n_prev_actions: int = 1, n_prev_rewards: int = 1,
 
     return Connector(init=lambda spaces: (), apply=apply,
                      out_spaces=lambda s: s._replace(observation=_prev_spec(
-                         s.observation, s.action, n_prev_actions, n_prev_rewards)))
+                         s.observation, s.action, n_prev_actions, n_prev_rewards)),
+                     lookback=max(n_prev_actions, n_prev_rewards),
+                     name="prev_actions_rewards")
 
 
 def model_connectors(model_config: dict) -> list[Connector]:

@@ -37,7 +37,8 @@ class ConnectorPolicy:
       policy: a `rljax_offline.models.policy.Policy`.
       params: its parameters.
       env_to_module, module_to_env: connector pipelines; their states are fixed (`frozen`).
-      lookback: how many past steps the env-to-module pieces read (frame stacking: N - 1).
+      lookback: how many past steps the env-to-module pieces read (frame stacking: N - 1);
+        at least the pipeline's declared `lookback`.
       explore: sample actions (True) or act greedily (False).
 
     A recurrent policy (`policy.is_stateful`) runs through `policy.forward` on the pipeline's
@@ -49,7 +50,9 @@ class ConnectorPolicy:
     def __init__(self, policy, params, spaces, env_to_module: Connector,
                  env_to_module_state: Any, module_to_env: Connector, *, lookback: int = 0,
                  explore: bool = False):
-        self.spaces, self.lookback, self.explore = spaces, int(lookback), explore
+        # at least what the pipeline's pieces declare they read (frame stacking: N - 1)
+        self.spaces, self.explore = spaces, explore
+        self.lookback = max(int(lookback), env_to_module.lookback)
         self.params, self.e2m_state = params, env_to_module_state
         self.m2e_state = module_to_env.init(env_to_module.out_spaces(spaces))
 

@@ -1,0 +1,68 @@
+"""The pure on-device actor gives the actions (and recurrent states) that `ConnectorPolicy`
+gives on the same episodes, for a pipeline with lookback (frame stacking, previous actions
+and rewards) and for an LSTM, across an env reset."""
+
+import gymnasium as gym
+import jax
+import numpy as np
+import pytest
+
+from rljax_offline.connectors import (
+    Spaces,
+    default_env_to_module,
+    default_module_to_env,
+    frame_stack,
+    prev_actions_rewards,
+)
+from rljax_offline.episode_builder import EpisodeBuilder
+from rljax_offline.models.policy import make_policy
+from rljax_offline.runners.acting import ConnectorPolicy
+from rljax_offline.runners.actor import make_actor
+
+OBS = gym.spaces.Box(-5, 5, (3,), np.float32)
+ACT = gym.spaces.Discrete(3)
+SPACES = Spaces.of(OBS, ACT)
+
+
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_actor_matches_connector_policy_step_by_step(recurrent):
+    S = 4 if recurrent else None
+    pieces = [prev_actions_rewards(1, 1)] if recurrent else [frame_stack(3),
+                                                            prev_actions_rewards(2, 1)]
+    model = dict(use_lstm=True, lstm_cell_size=6, max_seq_len=4) if recurrent else {}
+    probe = default_env_to_module(SPACES, *pieces)
+    policy = make_policy(probe.out_spaces(SPACES).observation, ACT, (16,), **model)
+    init_state = policy.initial_state() if recurrent else None
+    e2m = default_env_to_module(SPACES, *pieces, max_seq_len=S, initial_state=init_state)
+    m2e = default_module_to_env(SPACES)
+    params = policy.init(jax.random.PRNGKey(0))
+    actor = make_actor(policy, SPACES, e2m, m2e)
+    reference = ConnectorPolicy(policy, params, SPACES, e2m, e2m.init(SPACES), m2e)
+
+    rng = np.random.default_rng(0)
+    T, N = 9, 2
+    obs = rng.normal(size=(T + 1, N, 3)).astype(np.float32) * 2
+    rewards = rng.normal(size=(T, N)).astype(np.float32)
+    dones = np.zeros((T, N), bool)
+    dones[3, 1] = True  # env 1 resets: obs[4, 1] is its new first observation
+    state = actor.init(obs[0])
+    builders = [EpisodeBuilder(observation_space=OBS, action_space=ACT) for _ in range(N)]
+    for i, b in enumerate(builders):
+        b.add_env_reset(obs[0, i])
+    for t in range(T):
+        actions, extras, state = actor.select_action(params, state, jax.random.PRNGKey(t))
+        want, want_extras = reference.act(builders, t)
+        np.testing.assert_array_equal(np.asarray(actions), want)
+        if recurrent:
+            np.testing.assert_allclose(extras["state_out"]["h"], want_extras["state_out"]["h"],
+                                       rtol=1e-5, atol=1e-6)
+        state = actor.observe(state, extras, rewards[t], obs[t + 1], dones[t])
+        for i in range(N):
+            if dones[t, i]:
+                builders[i] = EpisodeBuilder(observation_space=OBS, action_space=ACT)
+                builders[i].add_env_reset(obs[t + 1, i])
+                continue
+            emo = {k: jax.tree_util.tree_map(lambda x, i=i: np.asarray(x)[i], v)
+                   for k, v in want_extras.items() if k == "state_out"}
+            builders[i].add_env_step(obs[t + 1, i], int(want[i]), float(rewards[t, i]),
+                                     extra_model_outputs=emo or None)
