@@ -6,6 +6,7 @@ import functools
 import gymnasium as gym
 import jax
 import numpy as np
+import pytest
 from connector_testlib import (
     ACT,
     DICT_OBS,
@@ -198,7 +199,8 @@ def test_stateful_env_to_module_state_in_and_time_axis():
                                    ep.get_extra_model_outputs("state_out", -1))
 
 
-def test_stateful_env_to_module_initial_state_for_fresh_episodes():
+@pytest.mark.parametrize("jit", [True, False])
+def test_stateful_env_to_module_initial_state_for_fresh_episodes(jit):
     """RLlib: an episode that just started (t_started 0, no step) gets the module's initial
     state, an ongoing one its latest state_out; no KeyError before the first state_out."""
     from rljax_offline import Episode
@@ -207,7 +209,7 @@ def test_stateful_env_to_module_initial_state_for_fresh_episodes():
     fresh = [Episode(observations=np.ones((1, 3), np.float32), actions=np.zeros(0, int),
                      rewards=np.zeros(0, np.float32), observation_space=OBS, action_space=ACT)]
     pipe = default_env_to_module(SPACES, max_seq_len=4, initial_state=init)
-    _, batch, _ = run_jit(pipe, SPACES, fresh * 2)
+    _, batch, _ = run_jit(pipe, SPACES, fresh * 2, jit=jit)
     np.testing.assert_allclose(batch["state_in"]["h"], np.full((2, 2), 7.0))
     rng = np.random.default_rng(13)
     ongoing = [Episode(observations=rng.normal(size=(T + 1, 3)).astype(np.float32),
@@ -215,7 +217,7 @@ def test_stateful_env_to_module_initial_state_for_fresh_episodes():
                        extra_model_outputs={"state_out": {"h": rng.normal(size=(T, 2)).astype(
                            np.float32)}}, observation_space=OBS, action_space=ACT)
                for T in (0, 3)]
-    _, batch, _ = run_jit(pipe, SPACES, ongoing)
+    _, batch, _ = run_jit(pipe, SPACES, ongoing, jit=jit)
     np.testing.assert_allclose(batch["state_in"]["h"][0], init["h"])
     np.testing.assert_allclose(batch["state_in"]["h"][1],
                                ongoing[1].get_extra_model_outputs("state_out", -1)["h"])

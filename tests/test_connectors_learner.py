@@ -5,6 +5,7 @@ from collections import Counter
 
 import jax
 import numpy as np
+import pytest
 from connector_testlib import (
     ACT,
     DICT_OBS,
@@ -83,12 +84,13 @@ def test_frame_stack_and_filter_in_the_learner_match_rllib():
     np.testing.assert_allclose(got["new_obs"], want["new_obs"], rtol=1e-4, atol=1e-4)
 
 
-def test_filter_then_frame_stack_stacks_the_per_step_normalized_values():
+@pytest.mark.parametrize("jit", [True, False])
+def test_filter_then_frame_stack_stacks_the_per_step_normalized_values(jit):
     """The filter writes each observation back normalized as of its own push, so frame
     stacking after it stacks those values, as RLlib's episodes hold them."""
     eps = random_episodes(seed=14, lookback=False)
     pipe = default_learner(SPACES, mean_std_filter(as_learner_connector=True), frame_stack(3))
-    _, batch, _ = run_jit(pipe, SPACES, eps)
+    _, batch, _ = run_jit(pipe, SPACES, eps, jit=jit)
     ref, rows = NumpyMeanStd((3,)), []
     for ep in eps:
         normed = []
@@ -159,7 +161,8 @@ def test_clip_rewards():
     np.testing.assert_allclose(real_rows(batch)["rewards"], want)
 
 
-def test_add_time_dim_and_states_reference():
+@pytest.mark.parametrize("jit", [True, False])
+def test_add_time_dim_and_states_reference(jit):
     rng = np.random.default_rng(9)
     eps = []
     for i, T in enumerate((7, 3, 10)):
@@ -176,7 +179,7 @@ def test_add_time_dim_and_states_reference():
     eps = [ep.replace(extra_model_outputs={"state_out": {"h": ep.extra_model_outputs[
         "state_out"]}}) for ep in eps]
     _, batch, _ = run_jit(default_learner(SPACES, max_seq_len=S, initial_state=init), SPACES,
-                          eps)
+                          eps, jit=jit)
     T_pad = EpisodeBatch.from_episodes(eps).max_len
     K = -(-T_pad // S)
     assert batch["obs"].shape == (3 * K, S, 3) and batch["seq_lens"].shape == (3 * K,)
@@ -207,8 +210,6 @@ def test_add_time_dim_and_states_reference():
 def test_stateful_learner_without_recorded_states_starts_every_sequence_initial():
     """Expert data has no state_out: every sequence starts from the module's initial state
     (RLlib would raise KeyError); without an initial state the error says what to pass."""
-    import pytest
-
     eps = random_episodes(n=3, seed=12, lookback=False)
     init = {"h": np.full(5, 0.25, np.float32), "c": np.zeros(5, np.float32)}
     _, batch, _ = run_jit(default_learner(SPACES, max_seq_len=3, initial_state=init), SPACES,
@@ -288,8 +289,6 @@ def test_count_based_reward_at_1024_dims_compiles_quickly_with_the_same_hashes()
 def test_compact_rows_are_rllibs_layout_with_rllibs_dtypes():
     """Valid timesteps only, in episode then time order; Discrete actions int64, flags bool;
     inside jit a static `size` gives the same rows first, then masked zero rows."""
-    import pytest
-
     from rljax_offline.connectors import compact_rows
 
     eps = random_episodes(seed=15)

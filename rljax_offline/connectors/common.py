@@ -22,6 +22,12 @@ from rljax_offline import spaces as sp
 from rljax_offline.connectors.core import Connector, stateless
 
 
+def zero_of(x):
+    """A zero scalar of `x`'s dtype as JAX holds it (int64 host data is int32 on the device
+    without `jax_enable_x64`; asking for int64 would warn on every eager call)."""
+    return jnp.zeros((), jax.dtypes.canonicalize_dtype(x.dtype))
+
+
 def flat(x):
     """`[B, T, ...]` -> `[B * T, ...]`."""
     return x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])
@@ -48,7 +54,7 @@ def add_observations(as_learner_connector: bool = False) -> Connector:
         if as_learner_connector:
             mask = episodes.mask
             obs = jax.tree_util.tree_map(
-                lambda x: flat(jnp.where(expand(mask, x), x, jnp.zeros((), x.dtype))),
+                lambda x: flat(jnp.where(expand(mask, x), x, zero_of(x))),
                 episodes.steps(episodes.observations))
         else:
             obs = latest(episodes.observations, episodes)
@@ -178,7 +184,7 @@ def frame_stack(num_frames: int) -> Connector:
         obs = episodes.observations
         if not isinstance(obs, jax.Array | np.ndarray):
             raise ValueError("frame_stack needs Box observations; flatten Dict/Tuple first")
-        x = jnp.where(expand(episodes.obs_mask, obs), obs, jnp.zeros((), obs.dtype))
+        x = jnp.where(expand(episodes.obs_mask, obs), obs, zero_of(obs))
         frames = [jnp.pad(x, [(0, 0), (k, 0)] + [(0, 0)] * (x.ndim - 2))[:, :x.shape[1]]
                   for k in range(num_frames - 1, -1, -1)]
         stacked = jnp.concatenate(frames, axis=-1)

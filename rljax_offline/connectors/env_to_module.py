@@ -14,7 +14,13 @@ import numpy as np
 from jax import lax
 
 from rljax_offline import spaces as sp
-from rljax_offline.connectors.common import add_observations, add_states, add_time_dim, expand
+from rljax_offline.connectors.common import (
+    add_observations,
+    add_states,
+    add_time_dim,
+    expand,
+    zero_of,
+)
 from rljax_offline.connectors.core import Connector, Spaces, pipeline
 
 _LEAVES = (sp.BoxSpec, sp.DiscreteSpec, sp.MultiDiscreteSpec, sp.MultiBinarySpec)
@@ -138,7 +144,7 @@ ORIG_OBS_KEY, PREV_ACTIONS_KEY, PREV_REWARDS_KEY = "_orig_obs", "prev_n_actions"
 def _window(x, valid, n):
     """`x` `[B, C, ...]` (actions/rewards columns) -> `[B, C + 1, n, ...]`: for every
     observation column c, the items c-n .. c-1 (oldest first); invalid items are zero."""
-    x = jnp.where(expand(valid, x), x, jnp.zeros((), x.dtype))
+    x = jnp.where(expand(valid, x), x, zero_of(x))
     x = jnp.pad(x, [(0, 0), (0, 1)] + [(0, 0)] * (x.ndim - 2))
     cols = [jnp.pad(x, [(0, 0), (k, 0)] + [(0, 0)] * (x.ndim - 2))[:, :x.shape[1]]
             for k in range(n, 0, -1)]

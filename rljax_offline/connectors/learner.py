@@ -16,13 +16,14 @@ from rljax_offline.connectors.common import (
     add_time_dim,
     expand,
     flat,
+    zero_of,
 )
 from rljax_offline.connectors.core import Connector, Spaces, pipeline, stateless
 from rljax_offline.connectors.env_to_module import obs_defaults
 
 
 def _zero_padding(x, mask):
-    return jnp.where(expand(mask, x), x, jnp.zeros((), x.dtype))
+    return jnp.where(expand(mask, x), x, zero_of(x))
 
 
 def add_columns(extra_model_outputs: bool = True) -> Connector:
