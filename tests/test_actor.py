@@ -66,3 +66,25 @@ def test_actor_matches_connector_policy_step_by_step(recurrent):
                    for k, v in want_extras.items() if k == "state_out"}
             builders[i].add_env_step(obs[t + 1, i], int(want[i]), float(rewards[t, i]),
                                      extra_model_outputs=emo or None)
+
+
+def test_env_runner_with_the_actor_records_the_same_episodes():
+    """`ActorPolicy` (on-device window) and `ConnectorPolicy` (builders' windows) drive
+    EnvRunner to the same episodes, across resets."""
+    from rljax_offline.runners.acting import ActorPolicy
+    from rljax_offline.runners.env_runner import EnvRunner
+
+    env = gym.make("CartPole-v1")
+    spaces = Spaces.of(env.observation_space, env.action_space)
+    e2m = default_env_to_module(spaces, frame_stack(2), prev_actions_rewards(1, 1))
+    policy = make_policy(e2m.out_spaces(spaces).observation, env.action_space, (8,))
+    params = policy.init(jax.random.PRNGKey(3))
+    runs = []
+    for cls in (ConnectorPolicy, ActorPolicy):
+        acting = cls(policy, params, spaces, e2m, e2m.init(spaces),
+                     default_module_to_env(spaces))
+        runner = EnvRunner("CartPole-v1", acting, num_envs=3, seed=5)
+        runs.append(list(runner.episodes(num_episodes=6)))
+    assert [len(e) for e in runs[0]] == [len(e) for e in runs[1]]
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a.get_actions(), b.get_actions())

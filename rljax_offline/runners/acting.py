@@ -150,3 +150,43 @@ def _with_latest_state_out(episodes: EpisodeBatch, builders: list[EpisodeBuilder
         lambda x: np.concatenate([np.zeros((x.shape[0], L - 1, *x.shape[1:]), x.dtype),
                                   x[:, None]], axis=1), stacked)
     return episodes.replace(extra_model_outputs={"state_out": column})
+
+
+class ActorPolicy:
+    """`ConnectorPolicy`'s interface for `EnvRunner`, run by the pure on-device actor
+    (`runners.actor`): the lookback window and recurrent state stay on the device and each
+    step is one jitted call (`observe_and_select`), instead of rebuilding `EpisodeBatch`
+    windows from the builders on the host. Same arguments as `ConnectorPolicy`; same actions.
+
+    It reads from the builders only each env's latest observation and reward, and treats a
+    builder without steps as a fresh episode (the runner starts one after every reset).
+    """
+
+    def __init__(self, policy, params, spaces, env_to_module: Connector,
+                 env_to_module_state: Any, module_to_env: Connector, *, lookback: int = 0,
+                 explore: bool = False):
+        from rljax_offline.runners.actor import make_actor
+
+        self.actor = make_actor(policy, spaces, env_to_module, module_to_env,
+                                env_to_module_state=env_to_module_state, lookback=lookback,
+                                explore=explore)
+        self.params, self.stateful = params, policy.is_stateful
+        self._state = self._extras = None
+
+    def act(self, builders: list[EpisodeBuilder], seed: int):
+        obs = np.stack([np.asarray(b.get_observations(-1)) for b in builders])
+        rng = jax.random.PRNGKey(seed)
+        if self._state is None or self._state.t.shape[0] != len(builders):
+            actions, extras, state = self.actor.select_action(self.params,
+                                                              self.actor.init(obs), rng)
+        else:
+            fresh = np.array([len(b) == 0 for b in builders])
+            rewards = np.array([b.get_rewards(-1) if len(b) else 0.0 for b in builders],
+                               np.float32)
+            actions, extras, state = self.actor.observe_and_select(
+                self.params, self._state, self._extras, rewards, obs, fresh, rng)
+        self._state, self._extras = state, extras
+        out = {"action_logp": np.asarray(extras["action_logp"])}
+        if self.stateful:
+            out["state_out"] = jax.tree_util.tree_map(np.asarray, extras["state_out"])
+        return np.asarray(actions), out
