@@ -306,5 +306,10 @@ def test_compact_rows_are_rllibs_layout_with_rllibs_dtypes():
     assert not np.asarray(jitted["loss_mask"][n:]).any() and not np.any(jitted["obs"][n:])
     _, seqs, _ = run_jit(default_learner(SPACES, max_seq_len=4, initial_state={
         "h": np.zeros(2, np.float32)}), SPACES, eps)
+    packed = compact_rows(seqs, action_space=ACT)  # RLlib: ceil(len / max_seq_len) per episode
+    assert len(packed["seq_lens"]) == sum(-(-len(ep) // 4) for ep in eps)
+    assert packed["state_in"]["h"].shape[0] == len(packed["seq_lens"])
+    np.testing.assert_array_equal(packed["loss_mask"].sum(1), packed["seq_lens"])
+    assert packed["seq_lens"].dtype == np.int32 and packed["actions"].dtype == np.int64
     with pytest.raises(ValueError, match="recurrent"):
-        compact_rows(seqs)
+        compact_rows(seqs, size=8)

@@ -146,14 +146,20 @@ def compact_rows(batch: dict, size: int | None = None, action_space=None) -> dic
     `size=None` (on the host): exactly the valid rows, as numpy, with RLlib's dtypes (see
     `rllib_dtypes`). `size=n` (inside `jit`, where shapes are static): the first `n` valid rows,
     then zero rows with `loss_mask` False if fewer are valid (rows beyond `n` are dropped: size
-    it from the data's step count). Recurrent batches keep their `[B * K, max_seq_len]`
-    sequences with `loss_mask` and `seq_lens`, as in RLlib.
+    it from the data's step count). A recurrent batch (with `seq_lens`) keeps its
+    `[num_seqs, max_seq_len]` sequences, as RLlib does, and loses only the all-padding
+    sequences (`seq_lens == 0`) that static shapes add: then each episode has exactly
+    `ceil(length / max_seq_len)` sequences, RLlib's count.
     """
-    if "seq_lens" in batch:
-        raise ValueError("compact_rows is for flat [B * T] batches; a recurrent batch keeps "
-                         "its sequences, with loss_mask and seq_lens, as in RLlib")
     if "loss_mask" not in batch:
         raise KeyError("compact_rows needs the 'loss_mask' column (from add_columns)")
+    if "seq_lens" in batch:
+        keep_seq = np.asarray(batch["seq_lens"]) > 0
+        if size is not None:
+            raise ValueError("compact_rows(size=...) is for flat [B * T] batches; compact a "
+                             "recurrent batch on the host (size=None)")
+        rows = jax.tree_util.tree_map(lambda x: np.asarray(x)[keep_seq], batch)
+        return rllib_dtypes(rows, action_space)
     if size is None:
         keep = np.asarray(batch["loss_mask"], bool)
         rows = jax.tree_util.tree_map(lambda x: np.asarray(x)[keep], batch)
