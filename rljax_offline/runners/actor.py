@@ -26,7 +26,9 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from rljax_offline import spaces as sp
 from rljax_offline.batch import EpisodeBatch
 from rljax_offline.connectors.common import expand
 from rljax_offline.connectors.core import Connector, Context, Spaces
@@ -60,8 +62,11 @@ def make_actor(policy, spaces: Spaces, env_to_module: Connector, module_to_env: 
     e2m_state = env_to_module.init(spaces) if env_to_module_state is None \
         else env_to_module_state
     m2e_state = module_to_env.init(env_to_module.out_spaces(spaces))
-    act_dtype = jnp.int32 if spaces.action.__class__.__name__ == "DiscreteSpec" else jnp.float32
-    act_shape = tuple(getattr(spaces.action, "shape", ()) or ())
+    if isinstance(spaces.action, (sp.TupleSpec, sp.DictSpec)) or spaces.action is None:
+        raise ValueError(f"make_actor needs a Discrete, MultiDiscrete, MultiBinary or Box "
+                         f"action space, got {spaces.action}")
+    act_shape = tuple(spaces.action.shape)
+    act_dtype = jax.dtypes.canonicalize_dtype(np.dtype(spaces.action.dtype))
 
     def init(first_obs) -> ActorState:
         first_obs = jnp.asarray(first_obs)
