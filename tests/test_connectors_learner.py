@@ -313,3 +313,12 @@ def test_compact_rows_are_rllibs_layout_with_rllibs_dtypes():
     assert packed["seq_lens"].dtype == np.int32 and packed["actions"].dtype == np.int64
     with pytest.raises(ValueError, match="recurrent"):
         compact_rows(seqs, size=8)
+
+
+def test_add_states_names_a_state_structure_mismatch():
+    eps = [ep.replace(extra_model_outputs={"state_out": np.zeros((len(ep), 2), np.float32)})
+           for ep in random_episodes(n=2, seed=16, lookback=False)]
+    pipe = default_learner(SPACES, max_seq_len=4, initial_state={"h": np.zeros(2), "c":
+                                                                 np.zeros(2)})
+    with pytest.raises(ValueError, match="structure"):
+        run_jit(pipe, SPACES, eps)

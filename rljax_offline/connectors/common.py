@@ -152,6 +152,12 @@ def add_states(max_seq_len: int | None = None, as_learner_connector: bool = True
         init = initial_for(states, B * K)
         if states is None:
             return episodes, {**batch, "state_in": init}
+        if jax.tree_util.tree_structure(states) != jax.tree_util.tree_structure(init):
+            raise ValueError(
+                f"add_states: the recorded {key!r} has the structure "
+                f"{jax.tree_util.tree_structure(states)}, the initial state "
+                f"{jax.tree_util.tree_structure(init)}; they must match (e.g. "
+                "{'h': .., 'c': ..} for an LSTM)")
         recorded = (prev >= -episodes.lookback_lengths[:, None]) & (prev < episodes.lengths[
             :, None]) & ~fresh
         cols = jnp.clip(L + prev, 0, max(L + T - 1, 0))
