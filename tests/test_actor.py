@@ -88,3 +88,27 @@ def test_env_runner_with_the_actor_records_the_same_episodes():
     assert [len(e) for e in runs[0]] == [len(e) for e in runs[1]]
     for a, b in zip(*runs):
         np.testing.assert_array_equal(a.get_actions(), b.get_actions())
+
+
+def test_actor_can_update_the_env_to_module_filter_as_rllibs_env_runners():
+    from connector_testlib import NumpyMeanStd
+
+    from rljax_offline.connectors import mean_std_filter
+
+    e2m = default_env_to_module(SPACES, mean_std_filter())
+    policy = make_policy(OBS, ACT, (8,))
+    params = policy.init(jax.random.PRNGKey(0))
+    actor = make_actor(policy, SPACES, e2m, default_module_to_env(SPACES),
+                       update_env_to_module=True)
+    rng = np.random.default_rng(1)
+    obs = rng.normal(size=(6, 2, 3)).astype(np.float32)
+    ref = NumpyMeanStd((3,))
+    actions, extras, state = actor.select_action(params, actor.init(obs[0]), None)
+    for t in range(1, 6):
+        actions, extras, state = actor.observe_and_select(
+            params, state, extras, np.zeros(2, np.float32), obs[t], np.zeros(2, bool), None)
+    for x in obs.reshape(-1, 3):  # each env's observation pushed once, env order per step
+        ref.push(x)
+    (stats, *_) = state.pipeline_state
+    assert int(stats.count) == 12
+    np.testing.assert_allclose(stats.mean, ref.mean, rtol=1e-5, atol=1e-6)

@@ -53,11 +53,13 @@ class Actor(NamedTuple):
 
 
 def make_actor(policy, spaces: Spaces, env_to_module: Connector, module_to_env: Connector, *,
-               env_to_module_state: Any = None, lookback: int = 0,
-               explore: bool = False) -> Actor:
-    """The actor for `policy` between the two pipelines (their states fixed, `frozen`).
-    The window is `max(lookback, env_to_module.lookback)` steps (at least 1 for a recurrent
-    policy, whose latest `state_out` it holds)."""
+               env_to_module_state: Any = None, lookback: int = 0, explore: bool = False,
+               update_env_to_module: bool = False) -> Actor:
+    """The actor for `policy` between the two pipelines. Their states are fixed (`frozen`)
+    unless `update_env_to_module`: then stateful env-to-module pieces (the mean-std filter)
+    learn from each observation as RLlib's env runners do, and `ActorState.pipeline_state`
+    carries their state. The window is `max(lookback, env_to_module.lookback)` steps (at
+    least 1 for a recurrent policy, whose latest `state_out` it holds)."""
     K = max(int(lookback), env_to_module.lookback, 1 if policy.is_stateful else 0)
     e2m_state = env_to_module.init(spaces) if env_to_module_state is None \
         else env_to_module_state
@@ -91,8 +93,11 @@ def make_actor(policy, spaces: Spaces, env_to_module: Connector, module_to_env: 
             action_space_spec=spaces.action)
 
     def select_action(params, state: ActorState, rng):
-        ctx = Context(rng=rng, explore=explore, params=params, frozen=True)
-        episodes, batch, _ = env_to_module.apply(state.pipeline_state, view(state), {}, ctx)
+        ctx = Context(rng=rng, explore=explore, params=params, frozen=not update_env_to_module)
+        episodes, batch, e2m_new = env_to_module.apply(state.pipeline_state, view(state), {},
+                                                       ctx)
+        if update_env_to_module:
+            state = state._replace(pipeline_state=e2m_new)
         extras = {}
         if policy.is_stateful:
             dist_inputs, extras["state_out"] = policy.forward(params, batch)
