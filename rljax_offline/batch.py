@@ -209,8 +209,9 @@ class EpisodeBatch(FrozenPytree):
             ids=tuple(ep.id_ for ep in episodes),
             agent_ids=tuple(ep.agent_id for ep in episodes),
             module_ids=tuple(ep.module_id for ep in episodes),
-            infos=tuple(ep.infos for ep in episodes),
-            custom_data=tuple(dict(ep.custom_data) for ep in episodes),
+            infos=tuple(ep.infos if ep.has_host_data else None for ep in episodes),
+            custom_data=tuple(dict(ep.custom_data) if ep.has_host_data else None
+                              for ep in episodes),
             multi_agent_episode_ids=tuple(ep.multi_agent_episode_id for ep in episodes),
             start_times=tuple(ep.start_time for ep in episodes),
             last_step_times=tuple(ep.last_step_time for ep in episodes))
@@ -245,7 +246,8 @@ class EpisodeBatch(FrozenPytree):
 
             episodes.append(Episode(
                 observations=cut(host.observations, 1), actions=cut(host.actions, 0),
-                rewards=cut(host.rewards, 0), infos=list(meta.infos[i])[-(k + n + 1):],
+                rewards=cut(host.rewards, 0),
+                infos=None if meta.infos[i] is None else list(meta.infos[i])[-(k + n + 1):],
                 extra_model_outputs=cut(host.extra_model_outputs, 0),
                 terminated=bool(host.terminated[i]), truncated=bool(host.truncated[i]),
                 id_=meta.ids[i], agent_id=meta.agent_ids[i], module_id=meta.module_ids[i],

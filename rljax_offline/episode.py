@@ -4,8 +4,12 @@ It matches RLlib's `SingleAgentEpisode` (getters, lookback buffers, slicing, `cu
 `concat_episode`, `get_state`/`from_state`), except that whatever mutates in RLlib returns a
 new `Episode` here. Array leaves are `observations` (one more than actions; a pytree for
 Dict/Tuple spaces), `actions`, `rewards` and `extra_model_outputs`; each holds the lookback
-buffer at its front, as in RLlib. Everything else is static metadata, hashable, so `jax.jit`,
-`jax.tree_util.tree_map` and `jax.device_put` accept an `Episode`.
+buffer at its front, as in RLlib. Static metadata (hashable, in jit's cache key) is only what
+shapes and indexing need (`t_started`, `len_lookback_buffer`, the end flags, the spaces); ids,
+infos, custom data and times are host data outside the pytree, so one compile serves every
+episode of the same shapes. `jax.jit`, `jax.tree_util.tree_map` and `jax.device_put` accept an
+`Episode` and return it without host data (`has_host_data` False; `with_host_data(original)`
+puts it back, `to_numpy()` keeps it).
 
 Example:
     >>> import numpy as np
@@ -17,12 +21,10 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import types
 import uuid
 from typing import Any
 
-import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -32,13 +34,16 @@ from rljax_offline import spaces as sp
 from rljax_offline.tree_util import FrozenPytree, HostData, leading_dim, stack_items
 
 _ARRAY_FIELDS = ("observations", "actions", "rewards", "extra_model_outputs")
-_STATIC_FIELDS = (
-    "id_", "agent_id", "module_id", "multi_agent_episode_id", "t_started",
-    "len_lookback_buffer", "terminated", "truncated", "observation_space_spec",
-    "action_space_spec", "_infos", "_custom_data", "start_time", "last_step_time",
-)
-_STATE_KEYS = ("id_", "observations", "actions", "rewards", "is_terminated", "is_truncated",
-               "t_started", "t")
+# Static metadata (hashable, part of the jit cache key): only what shapes and indexing need.
+_STATIC_FIELDS = ("t_started", "len_lookback_buffer", "terminated", "truncated",
+                  "observation_space_spec", "action_space_spec")
+# Host-only data outside the pytree: one compile serves episodes with any ids / infos; JAX
+# transforms (jit, tree_map, device_put) return episodes without it (see `with_host_data`).
+_HOST_FIELDS = ("id_", "agent_id", "module_id", "multi_agent_episode_id", "_infos",
+                "_custom_data", "start_time", "last_step_time")
+_NO_HOST_DATA = ("this Episode came out of a JAX transform (jit, tree_map, device_put), which "
+                 "does not carry host data (id_, infos, custom_data): restore it with "
+                 "ep.with_host_data(original) or use ep.to_numpy()")
 
 
 class EpisodeError(ValueError):
@@ -75,29 +80,6 @@ def _check_against_space(data: Any, spec: sp.SpaceSpec | None, what: str) -> Non
             raise EpisodeError(
                 f"{what}{jax.tree_util.keystr(path)} items have shape {np.shape(leaf)[1:]}, "
                 f"but the space expects {tuple(shape)}")
-
-
-def _restructure(item: Any, spec: sp.SpaceSpec | None) -> Any:
-    """msgpack turns tuples into lists: give Tuple-space data back its tuples."""
-    if isinstance(spec, sp.TupleSpec) and isinstance(item, (list, tuple)):
-        return tuple(_restructure(x, s) for x, s in zip(item, spec.spaces))
-    if isinstance(spec, sp.DictSpec) and isinstance(item, dict):
-        return {k: _restructure(item[k], s) for k, s in spec.items()}
-    return item
-
-
-def _py_scalar(x: Any) -> Any:
-    """float64/int64 scalars back to Python numbers, as RLlib's recorder stores them."""
-    if isinstance(x, np.float64):
-        return float(x)
-    if isinstance(x, np.int64):
-        return int(x)
-    return x
-
-
-def _unstack(data: Any, n: int) -> list:
-    data = jax.tree_util.tree_map(np.asarray, data)
-    return [jax.tree_util.tree_map(lambda a, i=i: _py_scalar(a[i]), data) for i in range(n)]
 
 
 def _num_items(data: Any) -> int:
@@ -154,8 +136,9 @@ def _set_items(data: Any, n: int, lookback: int, new_data: Any, at_indices: Any,
 class Episode(FrozenPytree):
     """A finalized single-agent episode (chunk), immutable. See the module docstring."""
 
-    __slots__ = _ARRAY_FIELDS + _STATIC_FIELDS
+    __slots__ = _ARRAY_FIELDS + _STATIC_FIELDS + _HOST_FIELDS
     _array_fields, _static_fields = _ARRAY_FIELDS, _STATIC_FIELDS
+    _host_fields = _HOST_FIELDS
 
     def __init__(
         self,
@@ -256,14 +239,45 @@ class Episode(FrozenPytree):
     def _kwargs(self) -> dict:
         return dict(
             observations=self.observations, actions=self.actions, rewards=self.rewards,
-            infos=list(self._infos.value), extra_model_outputs=dict(self.extra_model_outputs),
+            infos=self._host_infos(), extra_model_outputs=dict(self.extra_model_outputs),
             terminated=self.terminated, truncated=self.truncated, id_=self.id_,
             agent_id=self.agent_id, module_id=self.module_id,
             multi_agent_episode_id=self.multi_agent_episode_id, t_started=self.t_started,
             len_lookback_buffer=self.len_lookback_buffer,
             observation_space=self.observation_space_spec,
-            action_space=self.action_space_spec, custom_data=dict(self._custom_data.value),
+            action_space=self.action_space_spec, custom_data=self._host_custom_data(),
             start_time=self.start_time, last_step_time=self.last_step_time)
+
+    @property
+    def has_host_data(self) -> bool:
+        """False for an episode returned by a JAX transform (no ids, infos, custom data)."""
+        return self._infos is not None
+
+    def _host_infos(self, indices=None, **kw):
+        if not self.has_host_data:
+            return None
+        return list(self._infos.value) if indices is None else self.get_infos(indices, **kw)
+
+    def _host_custom_data(self):
+        return dict(self._custom_data.value) if self.has_host_data else None
+
+    def _derived(self, **kwargs) -> Episode:
+        """A new episode from constructor fields; host-less when this one is (inside jit)."""
+        ep = Episode(**kwargs)
+        if self.has_host_data:
+            return ep
+        leaves, treedef = jax.tree_util.tree_flatten(ep)
+        return jax.tree_util.tree_unflatten(treedef, leaves)
+
+    def with_host_data(self, other: Episode) -> Episode:
+        """This episode's arrays with `other`'s host data (ids, infos, custom data, times),
+        e.g. for an episode a jitted function returned, from the episode passed in."""
+        if not other.has_host_data:
+            raise EpisodeError("with_host_data: the other episode has no host data either")
+        out = object.__new__(Episode)
+        out._init_fields({f: getattr(self, f) for f in _ARRAY_FIELDS + _STATIC_FIELDS})
+        out._init_fields({f: getattr(other, f) for f in _HOST_FIELDS})
+        return out
 
     def replace(self, **changes) -> Episode:
         """A new episode with the given constructor fields changed (and re-validated)."""
@@ -273,7 +287,7 @@ class Episode(FrozenPytree):
             raise TypeError(f"replace() got unknown fields {sorted(unknown)}; "
                             f"allowed: {sorted(kwargs)}")
         kwargs.update(changes)
-        return Episode(**kwargs)
+        return self._derived(**kwargs)
 
     # ------------------------------------------------------------------ properties
 
@@ -322,10 +336,14 @@ class Episode(FrozenPytree):
 
     @property
     def infos(self) -> tuple:
+        if not self.has_host_data:
+            raise EpisodeError(_NO_HOST_DATA)
         return self._infos.value
 
     @property
     def custom_data(self) -> types.MappingProxyType:
+        if not self.has_host_data:
+            raise EpisodeError(_NO_HOST_DATA)
         return types.MappingProxyType(self._custom_data.value)
 
     # ------------------------------------------------------------------ getters
@@ -368,7 +386,7 @@ class Episode(FrozenPytree):
 
     def get_infos(self, indices=None, *, neg_index_as_lookback: bool = False,
                   fill: Any = None) -> Any:
-        infos = self._infos.value
+        infos = self.infos
         p = lb.plan(indices, len(infos), self.len_lookback_buffer,
                     neg_index_as_lookback=neg_index_as_lookback, fill=fill, what="infos")
         out = lb.take_list(list(infos), p, fill, fill)
@@ -411,8 +429,10 @@ class Episode(FrozenPytree):
 
     def _with(self, **leaves) -> Episode:
         """Swaps array leaves of equal shape without re-validating (works on traced data)."""
-        children = tuple(leaves.get(f, getattr(self, f)) for f in _ARRAY_FIELDS)
-        return Episode.tree_unflatten(tuple(getattr(self, f) for f in _STATIC_FIELDS), children)
+        out = object.__new__(Episode)
+        out._init_fields({f: leaves.get(f, getattr(self, f)) for f in _ARRAY_FIELDS})
+        out._init_fields({f: getattr(self, f) for f in _STATIC_FIELDS + _HOST_FIELDS})
+        return out
 
     # ------------------------------------------------------------------ chunks
 
@@ -443,11 +463,11 @@ class Episode(FrozenPytree):
         want_lb = self.len_lookback_buffer if len_lookback_buffer is None else len_lookback_buffer
         new_lb = min(want_lb, self.len_lookback_buffer + start)
         kw = dict(neg_index_as_lookback=True)
-        return Episode(
+        return self._derived(
             observations=self.get_observations(slice(start - new_lb, stop + 1), **kw),
             actions=self.get_actions(slice(start - new_lb, stop), **kw),
             rewards=self.get_rewards(slice(start - new_lb, stop), **kw),
-            infos=self.get_infos(slice(start - new_lb, stop + 1), **kw),
+            infos=self._host_infos(slice(start - new_lb, stop + 1), **kw),
             extra_model_outputs={k: self.get_extra_model_outputs(k, slice(start - new_lb, stop),
                                                                  **kw)
                                  for k in self.extra_model_outputs},
@@ -457,7 +477,7 @@ class Episode(FrozenPytree):
             multi_agent_episode_id=self.multi_agent_episode_id,
             t_started=self.t_started + start, len_lookback_buffer=new_lb,
             observation_space=self.observation_space_spec,
-            action_space=self.action_space_spec, custom_data=dict(self._custom_data.value),
+            action_space=self.action_space_spec, custom_data=self._host_custom_data(),
             start_time=self.start_time, last_step_time=self.last_step_time)
 
     def cut(self, len_lookback_buffer: int = 0) -> Episode:
@@ -471,17 +491,17 @@ class Episode(FrozenPytree):
         k = len_lookback_buffer
         obs_idx = slice(-k - 1, None)
         rest_idx = slice(-k, None) if k > 0 else slice(None, 0)
-        return Episode(
+        return self._derived(
             observations=self.get_observations(obs_idx),
             actions=self.get_actions(rest_idx),
             rewards=self.get_rewards(rest_idx),
-            infos=self.get_infos(obs_idx),
+            infos=self._host_infos(obs_idx),
             extra_model_outputs={k_: self.get_extra_model_outputs(k_, rest_idx)
                                  for k_ in self.extra_model_outputs},
             id_=self.id_, agent_id=self.agent_id, module_id=self.module_id,
             multi_agent_episode_id=self.multi_agent_episode_id, t_started=self.t,
             len_lookback_buffer="auto", observation_space=self.observation_space_spec,
-            action_space=self.action_space_spec, custom_data=dict(self._custom_data.value),
+            action_space=self.action_space_spec, custom_data=self._host_custom_data(),
             start_time=self.start_time, last_step_time=self.last_step_time)
 
     def concat_episode(self, other: Episode) -> Episode:
@@ -512,11 +532,12 @@ class Episode(FrozenPytree):
             raise EpisodeError(f"cannot concat: extra_model_outputs keys differ "
                                f"({sorted(self.extra_model_outputs)} vs "
                                f"{sorted(other.extra_model_outputs)})")
-        return Episode(
+        return self._derived(
             observations=obs,
             actions=jax.tree_util.tree_map(join, self.actions, other.get_actions()),
             rewards=join(self.rewards, other.get_rewards()),
-            infos=list(self._infos.value[:-1]) + list(other.get_infos()),
+            infos=(list(self._infos.value[:-1]) + list(other.get_infos())
+                   if self.has_host_data and other.has_host_data else None),
             extra_model_outputs={k: jax.tree_util.tree_map(join, v,
                                                            other.get_extra_model_outputs(k))
                                  for k, v in self.extra_model_outputs.items()},
@@ -526,152 +547,26 @@ class Episode(FrozenPytree):
             len_lookback_buffer=self.len_lookback_buffer,
             observation_space=self.observation_space_spec or other.observation_space_spec,
             action_space=self.action_space_spec or other.action_space_spec,
-            custom_data={**self._custom_data.value, **other._custom_data.value},
+            custom_data=({**self._custom_data.value, **other._custom_data.value}
+                         if self.has_host_data and other.has_host_data else None),
             start_time=self.start_time, last_step_time=other.last_step_time)
 
     def to_numpy(self) -> Episode:
-        """This episode with every array leaf on the host as numpy."""
-        return jax.tree_util.tree_map(np.asarray, self)
+        """This episode with every array leaf on the host as numpy (host data kept)."""
+        out = jax.tree_util.tree_map(np.asarray, self)
+        return out.with_host_data(self) if self.has_host_data else out
 
     # ------------------------------------------------------------------ RLlib state dicts
 
     def get_state(self, finalized: bool = True) -> dict:
-        """RLlib's `SingleAgentEpisode.get_state()` dict.
+        """RLlib's `SingleAgentEpisode.get_state()` dict (see `rljax_offline.episode_state`)."""
+        from rljax_offline.episode_state import episode_state
 
-        `finalized=True` stores each buffer as one array (a nested struct of arrays for
-        Dict/Tuple spaces), as RLlib does after `to_numpy()`; `finalized=False` stores lists of
-        per-step items, as RLlib's recorder writes them.
-        """
-        lbuf = self.len_lookback_buffer
-
-        def buffer(data, space_dict):
-            n = _num_items(data)
-            out = (jax.tree_util.tree_map(np.asarray, data) if finalized else _unstack(data, n))
-            return {"data": out, "lookback": lbuf, "finalized": finalized, "space": space_dict}
-
-        obs_sd = None if self.observation_space_spec is None else sp.space_to_dict(
-            self.observation_space_spec)
-        act_sd = None if self.action_space_spec is None else sp.space_to_dict(
-            self.action_space_spec)
-        return {
-            "id_": self.id_,
-            "agent_id": self.agent_id,
-            "module_id": self.module_id,
-            "multi_agent_episode_id": self.multi_agent_episode_id,
-            "observations": buffer(self.observations, obs_sd),
-            "actions": buffer(self.actions, act_sd),
-            "rewards": buffer(self.rewards, dict(_reward_space_dict())),
-            "infos": {"data": list(self._infos.value), "lookback": lbuf, "finalized": False,
-                      "space": None},
-            "extra_model_outputs": ({k: buffer(v, None)
-                                     for k, v in self.extra_model_outputs.items()}
-                                    if self.extra_model_outputs else None),
-            "is_terminated": np.bool_(self.terminated),
-            "is_truncated": np.bool_(self.truncated),
-            "t_started": self.t_started,
-            "t": self.t,
-            "_observation_space": obs_sd,
-            "_action_space": act_sd,
-            "_start_time": self.start_time,
-            "_last_step_time": self.last_step_time,
-            "custom_data": dict(self._custom_data.value),
-        }
+        return episode_state(self, finalized)
 
     @classmethod
     def from_state(cls, state: dict) -> Episode:
-        """Builds an episode from RLlib's state dict (finalized or list buffers)."""
-        if not isinstance(state, dict):
-            raise EpisodeError(f"an episode state must be a dict, got {type(state).__name__}")
-        missing = [k for k in _STATE_KEYS if k not in state]
-        if missing:
-            raise EpisodeError(f"episode state is missing keys {missing}")
-        obs_space = _space_or_none(state.get("_observation_space"),
-                                   state["observations"], "observations")
-        act_space = _space_or_none(state.get("_action_space"), state["actions"], "actions")
-        obs_spec, act_spec = sp.to_spec(obs_space), sp.to_spec(act_space)
+        """Builds an episode from RLlib's state dict (see `rljax_offline.episode_state`)."""
+        from rljax_offline.episode_state import episode_from_state
 
-        lookbacks = {}
-
-        def data_of(name, buf, spec):
-            if not isinstance(buf, dict) or "data" not in buf:
-                raise EpisodeError(f"episode state field {name!r} must be a buffer dict with "
-                                   f"'data' and 'lookback', got {type(buf).__name__}")
-            lookbacks[name] = int(buf.get("lookback", 0))
-            data = buf["data"]
-            if isinstance(data, list) and isinstance(spec, (sp.TupleSpec, sp.DictSpec)):
-                return [_restructure(x, spec) for x in data]
-            return _restructure(data, spec)
-
-        obs = data_of("observations", state["observations"], obs_spec)
-        act = data_of("actions", state["actions"], act_spec)
-        rew = data_of("rewards", state["rewards"], None)
-        infos = None
-        if state.get("infos") is not None:
-            infos = data_of("infos", state["infos"], None)
-            if not isinstance(infos, list):
-                raise EpisodeError("episode state field 'infos' must hold a list")
-        emo = {k: data_of(f"extra_model_outputs[{k!r}]", v, None)
-               for k, v in (state.get("extra_model_outputs") or {}).items()}
-        if len(set(lookbacks.values())) > 1:
-            raise EpisodeError(f"episode state buffers have different lookback sizes "
-                               f"{lookbacks}; all must be equal")
-        lookback = next(iter(lookbacks.values()))
-        if infos is not None and len(infos) == 0:
-            infos = None
-        ep = cls(
-            observations=obs, actions=act, rewards=rew, infos=infos, extra_model_outputs=emo,
-            terminated=bool(state["is_terminated"]), truncated=bool(state["is_truncated"]),
-            id_=state["id_"], agent_id=state.get("agent_id"), module_id=state.get("module_id"),
-            multi_agent_episode_id=state.get("multi_agent_episode_id"),
-            t_started=int(state["t_started"]), len_lookback_buffer=lookback,
-            observation_space=obs_spec, action_space=act_spec,
-            custom_data=state.get("custom_data") or {},
-            start_time=state.get("_start_time"), last_step_time=state.get("_last_step_time"))
-        if int(state["t"]) != ep.t:
-            raise EpisodeError(f"episode state {state['id_']!r} is inconsistent: t={state['t']} "
-                               f"but t_started={ep.t_started} plus {len(ep)} steps gives {ep.t}")
-        return ep
-
-
-@functools.lru_cache(maxsize=1)
-def _reward_space_dict() -> dict:
-    """RLlib's rewards buffer always carries `Box(-inf, inf, (), float32)`."""
-    return sp.space_to_dict(gym.spaces.Box(float("-inf"), float("inf"), (), np.float32))
-
-
-def _space_or_none(top: Any, buf: Any, name: str):
-    d = top if top is not None else (buf.get("space") if isinstance(buf, dict) else None)
-    if d is None:
-        return None
-    try:
-        key = _frozen(d)
-    except TypeError:  # unhashable junk: let space_from_dict name the problem
-        key = None
-    try:
-        return _cached_spec(key) if key is not None else sp.space_from_dict(d)
-    except sp.SpaceError as e:
-        raise EpisodeError(f"episode state field {name!r}: {e}") from e
-
-
-def _frozen(x: Any) -> Any:
-    """A hashable copy of a space dict (every episode row of a data set repeats it)."""
-    if isinstance(x, dict):
-        return ("__dict__", tuple((k, _frozen(v)) for k, v in x.items()))
-    if isinstance(x, list):
-        return ("__list__", tuple(_frozen(v) for v in x))
-    hash(x)
-    return x
-
-
-def _thawed(x: Any) -> Any:
-    if isinstance(x, tuple) and len(x) == 2 and x[0] == "__dict__":
-        return {k: _thawed(v) for k, v in x[1]}
-    if isinstance(x, tuple) and len(x) == 2 and x[0] == "__list__":
-        return [_thawed(v) for v in x[1]]
-    return x
-
-
-@functools.lru_cache(maxsize=64)
-def _cached_spec(key: Any) -> sp.SpaceSpec:
-    """Space dict -> spec, decoded once per distinct dict (decoding Box bounds costs ~0.1 ms)."""
-    return sp.to_spec(sp.space_from_dict(_thawed(key)))
+        return episode_from_state(state)

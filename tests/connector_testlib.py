@@ -36,12 +36,13 @@ def random_episodes(n=5, seed=0, max_len=12, lookback=True, obs_space=OBS, min_l
     return eps
 
 
-def run_jit(pipe, spaces, episodes, ctx=None, state=None, batch=None):
-    """`jax.jit(pipe.apply)` on the episodes' `EpisodeBatch`."""
+def run_jit(pipe, spaces, episodes, ctx=None, state=None, batch=None, jit=True):
+    """`jax.jit(pipe.apply)` (or, `jit=False`, `pipe.apply` eagerly) on the episodes'
+    `EpisodeBatch`."""
     ctx = Context() if ctx is None else ctx
     eb = EpisodeBatch.from_episodes(episodes) if batch is None else batch
     state = pipe.init(spaces) if state is None else state
-    return jax.jit(pipe.apply)(state, eb, {}, ctx)
+    return (jax.jit(pipe.apply) if jit else pipe.apply)(state, eb, {}, ctx)
 
 
 def real_rows(batch):

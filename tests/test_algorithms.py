@@ -109,7 +109,7 @@ def test_streaming_data_trains(cartpole_data):
 
 def test_streaming_on_eight_devices_fits_the_connector_state(cartpole_data):
     algo = (config(cartpole_data, num_updates_per_iteration=5,
-                   learner_connector=lambda spaces: [mean_std_filter()])
+                   learner_connector=lambda spaces: [mean_std_filter(as_learner_connector=True)])
             .offline_data(materialize_data=False, materialize_mapped_data=False,
                           shuffle_buffer_size=4, input_read_batch_size=4)
             .learners(num_devices=8).build())
@@ -123,7 +123,8 @@ def test_streaming_on_eight_devices_fits_the_connector_state(cartpole_data):
 
 def test_mean_std_filter_and_frame_stack_train_save_and_act(cartpole_data, tmp_path):
     cfg = (config(cartpole_data)
-           .training(learner_connector=lambda spaces: [frame_stack(2), mean_std_filter()])
+           .training(learner_connector=lambda spaces: [
+               frame_stack(2), mean_std_filter(as_learner_connector=True)])
            .env_runners(episode_lookback_horizon=1)
            .evaluation(evaluation_interval=1, evaluation_duration=3))
     algo = cfg.build()

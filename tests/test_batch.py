@@ -120,3 +120,18 @@ def test_errors():
                   action_space=gym.spaces.Discrete(2))
     with pytest.raises(EpisodeError, match="shape"):
         EpisodeBatch.from_episodes([episode(2), odd])
+
+
+def test_batches_of_episodes_without_host_data():
+    """Episodes that came out of a JAX transform (no ids / infos) still batch and unbatch."""
+    import jax
+    import numpy as np
+
+    from rljax_offline import Episode, EpisodeBatch
+
+    ep = Episode(observations=np.zeros((4, 2), np.float32), actions=np.zeros(3, np.int64),
+                 rewards=np.ones(3, np.float32))
+    moved = jax.device_put(ep)
+    assert not moved.has_host_data
+    back = EpisodeBatch.from_episodes([moved, ep]).to_episodes()
+    assert len(back[0]) == 3 and back[1].id_ == ep.id_

@@ -66,7 +66,7 @@ def test_defaults_can_be_left_out_and_pipelines_nest():
     assert default_learner(SPACES, add_default_connectors=False).init(SPACES) == ()
     assert default_env_to_module(SPACES, add_default_connectors=False).init(SPACES) == ()
     assert default_module_to_env(SPACES, add_default_connectors=False).init(SPACES) == ()
-    inner = pipeline(frame_stack(2), mean_std_filter())
+    inner = pipeline(frame_stack(2), mean_std_filter(as_learner_connector=True))
     outer = pipeline(inner, flatten_observations())
     assert outer.out_spaces(SPACES).observation.shape == (6,)
     state = outer.init(SPACES)
@@ -99,3 +99,24 @@ def test_pipeline_gives_each_piece_its_own_rng():
                           ctx=Context(rng=jax.random.PRNGKey(0)))
     seen = [float(v) for v in batch.values()]
     assert seen[0] != seen[1]
+
+
+def test_pieces_declare_their_lookback_and_pipeline_states_are_named():
+    from rljax_offline.connectors import (
+        add_states,
+        default_env_to_module,
+        mean_std_filter,
+        named_states,
+        prev_actions_rewards,
+    )
+
+    assert frame_stack(4).lookback == 3 and prev_actions_rewards(2, 5).lookback == 5
+    assert add_states(as_learner_connector=False).lookback == 1
+    pipe = default_env_to_module(SPACES, frame_stack(3), mean_std_filter(),
+                                 prev_actions_rewards(1, 1))
+    assert pipe.lookback == 2
+    named = named_states(pipe, pipe.init(SPACES))
+    assert list(named)[:3] == ["frame_stack", "mean_std_filter", "prev_actions_rewards"]
+    assert float(named["mean_std_filter"].count) == 0.0
+    nested = pipeline(pipeline(mean_std_filter()), mean_std_filter())
+    assert set(named_states(nested, nested.init(SPACES))) == {"pipeline", "mean_std_filter"}

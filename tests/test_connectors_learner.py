@@ -5,6 +5,7 @@ from collections import Counter
 
 import jax
 import numpy as np
+import pytest
 from connector_testlib import (
     ACT,
     DICT_OBS,
@@ -24,6 +25,7 @@ from rljax_offline.connectors import (
     Context,
     Spaces,
     add_columns,
+    add_observations,
     clip_rewards,
     count_based_intrinsic_reward,
     default_learner,
@@ -64,19 +66,40 @@ def test_default_learner_flattens_dict_observations():
 
 
 def test_frame_stack_and_filter_in_the_learner_match_rllib():
-    """frame_stack(4) then the mean-std filter, fitted on the whole batch first."""
+    """frame_stack(4) then the mean-std filter (learner mode): RLlib pushes each stacked
+    observation in episode and time order and normalizes it with the statistics as of then."""
     eps = random_episodes(seed=2)
-    pipe = default_learner(SPACES, frame_stack(4), mean_std_filter())
+    pipe = default_learner(SPACES, frame_stack(4), mean_std_filter(as_learner_connector=True))
     assert pipe.out_spaces(SPACES).observation.shape == (12,)
     _, batch, _ = run_jit(pipe, SPACES, eps)
-    ref = NumpyMeanStd((12,))
-    for ep in eps:
+    ref, normed = NumpyMeanStd((12,)), {}
+    for i, ep in enumerate(eps):
         for t in range(len(ep) + 1):
             ref.push(stacked_frames(ep, t, 4))
-    want = learner_reference(eps, lambda ep, t: ref(stacked_frames(ep, t, 4)))
+            normed[i, t] = ref(stacked_frames(ep, t, 4))
+    index = {id(ep): i for i, ep in enumerate(eps)}
+    want = learner_reference(eps, lambda ep, t: normed[index[id(ep)], t])
     got = real_rows(batch)
     np.testing.assert_allclose(got["obs"], want["obs"], rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got["new_obs"], want["new_obs"], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_filter_then_frame_stack_stacks_the_per_step_normalized_values(jit):
+    """The filter writes each observation back normalized as of its own push, so frame
+    stacking after it stacks those values, as RLlib's episodes hold them."""
+    eps = random_episodes(seed=14, lookback=False)
+    pipe = default_learner(SPACES, mean_std_filter(as_learner_connector=True), frame_stack(3))
+    _, batch, _ = run_jit(pipe, SPACES, eps, jit=jit)
+    ref, rows = NumpyMeanStd((3,)), []
+    for ep in eps:
+        normed = []
+        for t in range(len(ep) + 1):
+            ref.push(ep.get_observations(t))
+            normed.append(ref(ep.get_observations(t)))
+        normed = np.concatenate([np.zeros((2, 3)), np.stack(normed)])
+        rows += [normed[t:t + 3].reshape(-1) for t in range(len(ep))]
+    np.testing.assert_allclose(real_rows(batch)["obs"], np.stack(rows), rtol=1e-4, atol=1e-4)
 
 
 @settings(max_examples=8, deadline=None)
@@ -85,7 +108,7 @@ def test_padding_never_leaks(seed, noise):
     """Changing every padded value changes no real row and no masked sum; padding rows are
     zero with loss_mask False."""
     eps = random_episodes(seed=seed)
-    pipe = default_learner(SPACES, frame_stack(3), mean_std_filter(),
+    pipe = default_learner(SPACES, frame_stack(3), mean_std_filter(as_learner_connector=True),
                            prev_actions_rewards(2, 2, as_learner_connector=True))
     eb = EpisodeBatch.from_episodes(eps)
     noisy = eb.replace(
@@ -109,17 +132,23 @@ def test_padding_never_leaks(seed, noise):
 
 
 def test_prev_actions_rewards_as_learner_connector():
+    """Every step's observation carries the actions/rewards before it (lookback included),
+    as RLlib's episodes hold them after the env-to-module piece wrote them back."""
     eps = random_episodes(seed=5)
-    pipe = pipeline(prev_actions_rewards(2, 3, as_learner_connector=True), add_columns())
+    pipe = default_learner(SPACES, prev_actions_rewards(2, 3, as_learner_connector=True))
+    assert pipe.out_spaces(SPACES).observation.shape == (3 + 2 * 3 + 3,)
     _, batch, _ = run_jit(pipe, SPACES, eps)
     got = real_rows(batch)
-    ref_a, ref_r = [], []
-    for ep in eps:
-        for t in range(len(ep)):
-            ref_a.append(ep.get_actions(slice(t - 2, t), neg_index_as_lookback=True, fill=0))
-            ref_r.append(ep.get_rewards(slice(t - 3, t), neg_index_as_lookback=True, fill=0.0))
-    np.testing.assert_array_equal(got["prev_n_actions"], np.stack(ref_a))
-    np.testing.assert_allclose(got["prev_n_rewards"], np.stack(ref_r))
+
+    def augmented(ep, t):
+        acts = ep.get_actions(slice(t - 2, t), neg_index_as_lookback=True, fill=-1)
+        one_hot = np.stack([np.eye(3)[a] if a >= 0 else np.zeros(3) for a in acts])
+        return np.concatenate([ep.get_observations(t), one_hot.reshape(-1), ep.get_rewards(
+            slice(t - 3, t), neg_index_as_lookback=True, fill=0.0)])
+
+    ref = learner_reference(eps, augmented)
+    np.testing.assert_allclose(got["obs"], ref["obs"], rtol=1e-6)
+    np.testing.assert_allclose(got["new_obs"], ref["new_obs"], rtol=1e-6)
 
 
 def test_clip_rewards():
@@ -132,7 +161,8 @@ def test_clip_rewards():
     np.testing.assert_allclose(real_rows(batch)["rewards"], want)
 
 
-def test_add_time_dim_and_states_reference():
+@pytest.mark.parametrize("jit", [True, False])
+def test_add_time_dim_and_states_reference(jit):
     rng = np.random.default_rng(9)
     eps = []
     for i, T in enumerate((7, 3, 10)):
@@ -142,15 +172,26 @@ def test_add_time_dim_and_states_reference():
                            rewards=rng.normal(size=T + L).astype(np.float32),
                            extra_model_outputs={"state_out": rng.normal(
                                size=(T + L, 2)).astype(np.float32)},
-                           len_lookback_buffer=L, observation_space=OBS, action_space=ACT))
+                           len_lookback_buffer=L, t_started=3 * L, observation_space=OBS,
+                           action_space=ACT))
     S = 4
-    _, batch, _ = run_jit(default_learner(SPACES, max_seq_len=S), SPACES, eps)
+    init = {"h": np.full(2, 0.5, np.float32)}
+    eps = [ep.replace(extra_model_outputs={"state_out": {"h": ep.extra_model_outputs[
+        "state_out"]}}) for ep in eps]
+    _, batch, _ = run_jit(default_learner(SPACES, max_seq_len=S, initial_state=init), SPACES,
+                          eps, jit=jit)
     T_pad = EpisodeBatch.from_episodes(eps).max_len
     K = -(-T_pad // S)
     assert batch["obs"].shape == (3 * K, S, 3) and batch["seq_lens"].shape == (3 * K,)
-    assert batch["state_in"].shape == (3 * K, 2)
+    assert batch["state_in"]["h"].shape == (3 * K, 2)
     for b, ep in enumerate(eps):  # RLlib: split each episode into max_seq_len chunks
         T = len(ep)
+        # RLlib: concat([initial if t_started == 0 else the lookback's last state_out],
+        # state_outs[:-1])[::max_seq_len]
+        outs = ep.get_extra_model_outputs("state_out")["h"]
+        first = init["h"] if ep.t_started == 0 else ep.get_extra_model_outputs(
+            "state_out", -1, neg_index_as_lookback=True)["h"]
+        rllib_states = np.concatenate([first[None], outs[:-1]])[::S]
         for k in range(K):
             row = b * K + k
             n = int(np.clip(T - k * S, 0, S))
@@ -162,9 +203,22 @@ def test_add_time_dim_and_states_reference():
                 np.testing.assert_allclose(batch["actions"][row][:n],
                                            ep.get_actions(slice(k * S, k * S + n)))
             np.testing.assert_allclose(batch["obs"][row][n:], 0)
-            want = ep.get_extra_model_outputs("state_out", k * S - 1,
-                                              neg_index_as_lookback=True, fill=0.0)
-            np.testing.assert_allclose(batch["state_in"][row], want)
+            want = rllib_states[k] if n else init["h"]
+            np.testing.assert_allclose(batch["state_in"]["h"][row], want)
+
+
+def test_stateful_learner_without_recorded_states_starts_every_sequence_initial():
+    """Expert data has no state_out: every sequence starts from the module's initial state
+    (RLlib would raise KeyError); without an initial state the error says what to pass."""
+    eps = random_episodes(n=3, seed=12, lookback=False)
+    init = {"h": np.full(5, 0.25, np.float32), "c": np.zeros(5, np.float32)}
+    _, batch, _ = run_jit(default_learner(SPACES, max_seq_len=3, initial_state=init), SPACES,
+                          eps)
+    n = batch["seq_lens"].shape[0]
+    np.testing.assert_allclose(batch["state_in"]["h"], np.full((n, 5), 0.25))
+    assert batch["state_in"]["c"].shape == (n, 5)
+    with pytest.raises(ValueError, match="initial_state"):
+        run_jit(default_learner(SPACES, max_seq_len=3), SPACES, eps)
 
 
 def test_count_based_intrinsic_reward_matches_the_guide():
@@ -185,3 +239,86 @@ def test_count_based_intrinsic_reward_matches_the_guide():
                 counts[tuple(obs)] += 1
                 want.append(rew + 1 / counts[tuple(obs)])
         np.testing.assert_allclose(real_rows(batch)["rewards"], want, rtol=1e-6)
+
+
+def _numpy_buckets(obs, table_size):
+    """The documented hash, word by word in numpy (uint32 arithmetic wraps as in XLA)."""
+    def mix(h):
+        h = (h ^ (h >> np.uint32(16))) * np.uint32(0x85EBCA6B)
+        h = (h ^ (h >> np.uint32(13))) * np.uint32(0xC2B2AE35)
+        return h ^ (h >> np.uint32(16))
+
+    words = np.ascontiguousarray(obs, np.float32).view(np.uint32).reshape(*obs.shape[:2], -1)
+    h = np.full(words.shape[:2], 2166136261, np.uint32)
+    with np.errstate(over="ignore"):
+        for i in range(words.shape[-1]):
+            h = mix(h ^ (mix(words[..., i]) + np.uint32(i)))
+    return (h % np.uint32(table_size)).astype(np.int32)
+
+
+def test_count_based_reward_at_1024_dims_compiles_quickly_with_the_same_hashes():
+    """The hash is a scan over the observation's words: compiling at 1024 dims takes about as
+    long as at 4 (an unrolled loop took ~70 s), and the buckets are the documented ones."""
+    import time
+
+    from rljax_offline.connectors.learner import observation_buckets
+
+    rng = np.random.default_rng(11)
+    obs = rng.normal(size=(2, 3, 1024)).astype(np.float32)
+    np.testing.assert_array_equal(observation_buckets(obs, 1 << 16), _numpy_buckets(obs, 1 << 16))
+    box = OBS.__class__(-10, 10, (1024,), np.float32)
+    base = rng.integers(0, 2, size=(4, 1024)).astype(np.float32)
+    eps = [Episode(observations=base[rng.integers(0, 4, T + 1)], actions=np.zeros(T, int),
+                   rewards=np.zeros(T, np.float32), observation_space=box, action_space=ACT)
+           for T in (5, 7)]
+    spaces = Spaces.of(box, ACT)
+    pipe = pipeline(count_based_intrinsic_reward(), add_observations(as_learner_connector=True),
+                    add_columns())
+    start = time.perf_counter()
+    _, batch, _ = run_jit(pipe, spaces, eps)
+    jax.block_until_ready(batch)
+    assert time.perf_counter() - start < 10.0  # generous for a 2-core CI machine
+    counts, want = Counter(), []
+    for ep in eps:
+        for o in ep.get_observations(slice(None, -1)):
+            counts[o.tobytes()] += 1
+            want.append(1 / counts[o.tobytes()])
+    np.testing.assert_allclose(real_rows(batch)["rewards"], want, rtol=1e-6)
+
+
+def test_compact_rows_are_rllibs_layout_with_rllibs_dtypes():
+    """Valid timesteps only, in episode then time order; Discrete actions int64, flags bool;
+    inside jit a static `size` gives the same rows first, then masked zero rows."""
+    from rljax_offline.connectors import compact_rows
+
+    eps = random_episodes(seed=15)
+    _, batch, _ = run_jit(default_learner(SPACES), SPACES, eps)
+    rows = compact_rows(batch, action_space=ACT)
+    ref = learner_reference(eps)
+    n = sum(len(ep) for ep in eps)
+    assert rows["obs"].shape == (n, 3) and rows["loss_mask"].all()
+    np.testing.assert_allclose(rows["obs"], ref["obs"])
+    np.testing.assert_array_equal(rows["actions"], ref["actions"])
+    assert rows["actions"].dtype == np.int64 and rows["terminateds"].dtype == bool
+    assert rows["rewards"].dtype == np.float32
+    jitted = jax.jit(compact_rows, static_argnums=1)(batch, n + 3)
+    np.testing.assert_allclose(jitted["obs"][:n], ref["obs"])
+    assert not np.asarray(jitted["loss_mask"][n:]).any() and not np.any(jitted["obs"][n:])
+    _, seqs, _ = run_jit(default_learner(SPACES, max_seq_len=4, initial_state={
+        "h": np.zeros(2, np.float32)}), SPACES, eps)
+    packed = compact_rows(seqs, action_space=ACT)  # RLlib: ceil(len / max_seq_len) per episode
+    assert len(packed["seq_lens"]) == sum(-(-len(ep) // 4) for ep in eps)
+    assert packed["state_in"]["h"].shape[0] == len(packed["seq_lens"])
+    np.testing.assert_array_equal(packed["loss_mask"].sum(1), packed["seq_lens"])
+    assert packed["seq_lens"].dtype == np.int32 and packed["actions"].dtype == np.int64
+    with pytest.raises(ValueError, match="recurrent"):
+        compact_rows(seqs, size=8)
+
+
+def test_add_states_names_a_state_structure_mismatch():
+    eps = [ep.replace(extra_model_outputs={"state_out": np.zeros((len(ep), 2), np.float32)})
+           for ep in random_episodes(n=2, seed=16, lookback=False)]
+    pipe = default_learner(SPACES, max_seq_len=4, initial_state={"h": np.zeros(2), "c":
+                                                                 np.zeros(2)})
+    with pytest.raises(ValueError, match="structure"):
+        run_jit(pipe, SPACES, eps)

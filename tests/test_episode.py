@@ -78,7 +78,12 @@ def test_pytree_jit_device_put():
     hash(treedef)
     doubled = jax.tree_util.tree_map(lambda x: x * 2, ep)
     np.testing.assert_allclose(doubled.rewards, ep.rewards * 2)
-    assert doubled.id_ == ep.id_ and doubled.len_lookback_buffer == 1
+    assert doubled.len_lookback_buffer == 1 and not doubled.has_host_data
+    with pytest.raises(EpisodeError, match="with_host_data"):
+        doubled.get_infos()
+    restored = doubled.with_host_data(ep)
+    assert restored.id_ == ep.id_ and restored.get_infos() == ep.get_infos()
+    assert ep.to_numpy().id_ == ep.id_
     on_device = jax.device_put(ep)
     assert isinstance(on_device.rewards, jax.Array)
     assert on_device.get_return() == pytest.approx(ep.get_return(), rel=1e-6)
@@ -243,3 +248,22 @@ def test_builder_is_o1_and_validates_at_finalize():
     assert ep.is_terminated and len(ep) == 1
     w = b2.lookback_window(3)
     assert len(w) == 0 and w.len_lookback_buffer == 1 and w.t_started == 1
+
+
+def test_one_compile_serves_episodes_with_any_ids_and_infos():
+    """ids, infos and custom data are host data, not jit cache keys: 100 distinct episodes of
+    the same shapes compile once."""
+    traces = []
+
+    @jax.jit
+    def f(e):
+        traces.append(1)
+        return e.get_return(), e.set_rewards(new_data=jnp.ones(len(e)))
+
+    base = make_episode(T=5)
+    for i in range(100):
+        ep = base.replace(id_=f"ep-{i}", infos=[{"i": i}] * (len(base) + 1),
+                          custom_data={"i": i})
+        ret, out = f(ep)
+    assert len(traces) == 1
+    assert not out.has_host_data and out.with_host_data(ep).id_ == "ep-99"

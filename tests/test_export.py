@@ -42,8 +42,8 @@ def cartpole_bc(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pendulum_filtered_bc(tmp_path_factory):
-    algo = _bc(tmp_path_factory, "Pendulum-v1", 4, custom=lambda s: [mean_std_filter()],
-               updates=20)
+    algo = _bc(tmp_path_factory, "Pendulum-v1", 4,
+               custom=lambda s: [mean_std_filter(as_learner_connector=True)], updates=20)
     yield algo
     algo.stop()
 

@@ -25,7 +25,7 @@ from rljax_offline.training_loop import run_training
 data, out, iterations = sys.argv[1], sys.argv[2], int(sys.argv[3])
 config = (BCConfig().environment("CartPole-v1").offline_data(input_=data)
           .training(lr=1e-3, train_batch_size_per_learner=64, num_updates_per_iteration=5,
-                    learner_connector=lambda spaces: [mean_std_filter()])
+                    learner_connector=lambda spaces: [mean_std_filter(as_learner_connector=True)])
           .evaluation(evaluation_interval=0).rl_module(model_config={"fcnet_hiddens": [16]})
           .learners(num_devices=1).debugging(seed=3))
 run_training(config, iterations=iterations, out_dir=out, progress=False)

@@ -97,11 +97,17 @@ def _json_files(input_: Any) -> list[str]:
 
 
 class _PolicyView:
-    """What acting needs of a learner, in the shape `ConnectorPolicy` takes (a policy
-    with `apply(params, obs)`): the learner's `act` over all its params."""
+    """What acting needs of a learner, in the shape `ConnectorPolicy` takes (a policy with
+    `apply(params, obs)`, `dist`, and for recurrent policies `forward`/`initial_state`): the
+    learner's `act` over all its params, or its recurrent `policy` on `params["policy"]`."""
 
     def __init__(self, learner: Learner):
         self.apply, self.dist = learner.act, learner.dist
+        policy = learner.policy
+        self.is_stateful = bool(policy is not None and policy.is_stateful)
+        if self.is_stateful:
+            self.initial_state = policy.initial_state
+            self.forward = lambda params, batch: policy.forward(params["policy"], batch)
 
 
 class Algorithm:

@@ -1,6 +1,6 @@
 """Connector pipelines as pure, jit-compatible functions over `EpisodeBatch`es.
 
-    pipe = default_learner(spaces, frame_stack(4), mean_std_filter())
+    pipe = default_learner(spaces, frame_stack(4), mean_std_filter(as_learner_connector=True))
     state = pipe.init(spaces)
     episodes, batch, state = jax.jit(pipe.apply)(state, episode_batch, {}, Context())
 """
@@ -10,22 +10,32 @@ from rljax_offline.connectors.common import (
     add_states,
     add_time_dim,
     frame_stack,
-    prev_actions_rewards,
 )
-from rljax_offline.connectors.core import Connector, Context, Spaces, pipeline, stateless
+from rljax_offline.connectors.core import (
+    Connector,
+    Context,
+    Spaces,
+    named_states,
+    pipeline,
+    stateless,
+)
 from rljax_offline.connectors.env_to_module import (
     RunningStats,
     default_env_to_module,
     flatten_observations,
     mean_std_filter,
+    model_connectors,
     one_hot_observations,
+    prev_actions_rewards,
 )
 from rljax_offline.connectors.learner import (
     add_columns,
     add_next_observations,
     clip_rewards,
+    compact_rows,
     count_based_intrinsic_reward,
     default_learner,
+    rllib_dtypes,
 )
 from rljax_offline.connectors.module_to_env import (
     clip_actions,
@@ -46,6 +56,7 @@ __all__ = [
     "add_time_dim",
     "clip_actions",
     "clip_rewards",
+    "compact_rows",
     "count_based_intrinsic_reward",
     "default_env_to_module",
     "default_learner",
@@ -54,9 +65,12 @@ __all__ = [
     "frame_stack",
     "get_actions",
     "mean_std_filter",
+    "model_connectors",
     "module_outputs",
+    "named_states",
     "one_hot_observations",
     "pipeline",
     "prev_actions_rewards",
+    "rllib_dtypes",
     "stateless",
 ]

@@ -22,6 +22,12 @@ from rljax_offline import spaces as sp
 from rljax_offline.connectors.core import Connector, stateless
 
 
+def zero_of(x):
+    """A zero scalar of `x`'s dtype as JAX holds it (int64 host data is int32 on the device
+    without `jax_enable_x64`; asking for int64 would warn on every eager call)."""
+    return jnp.zeros((), jax.dtypes.canonicalize_dtype(x.dtype))
+
+
 def flat(x):
     """`[B, T, ...]` -> `[B * T, ...]`."""
     return x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])
@@ -48,7 +54,7 @@ def add_observations(as_learner_connector: bool = False) -> Connector:
         if as_learner_connector:
             mask = episodes.mask
             obs = jax.tree_util.tree_map(
-                lambda x: flat(jnp.where(expand(mask, x), x, jnp.zeros((), x.dtype))),
+                lambda x: flat(jnp.where(expand(mask, x), x, zero_of(x))),
                 episodes.steps(episodes.observations))
         else:
             obs = latest(episodes.observations, episodes)
@@ -67,7 +73,8 @@ def add_time_dim(max_seq_len: int, as_learner_connector: bool = True) -> Connect
     Learner: every flat `[B * T, ...]` column becomes `[B * K, max_seq_len, ...]`, each
     episode split into `K = ceil(T / max_seq_len)` sequences and right zero-padded, with
     `seq_lens` `[B * K]` (0 for all-padding sequences, whose `loss_mask` is all False).
-    Env-to-module: every `[B, ...]` column gets a time axis of 1 and `seq_lens` is all ones.
+    Env-to-module: every `[B, ...]` column but `state_in` (one state per sequence, as in
+    RLlib) gets a time axis of 1 and `seq_lens` is all ones.
     """
     if max_seq_len < 1:
         raise ValueError(f"max_seq_len must be >= 1, got {max_seq_len}")
@@ -76,7 +83,8 @@ def add_time_dim(max_seq_len: int, as_learner_connector: bool = True) -> Connect
     def apply(episodes, batch, ctx):
         B, T = episodes.batch_size, episodes.max_len
         if not as_learner_connector:
-            out = {k: jax.tree_util.tree_map(lambda x: x[:, None], v) for k, v in batch.items()}
+            out = {k: v if k == "state_in" else jax.tree_util.tree_map(lambda x: x[:, None], v)
+                   for k, v in batch.items()}
             return episodes, {**out, "seq_lens": jnp.ones(B, jnp.int32)}
         K = _num_seqs(T, S)
 
@@ -97,36 +105,72 @@ def add_time_dim(max_seq_len: int, as_learner_connector: bool = True) -> Connect
 
 def add_states(max_seq_len: int | None = None, as_learner_connector: bool = True,
                key: str = "state_out", initial_state=None) -> Connector:
-    """RLlib's `AddStatesFromEpisodesToBatch`: `state_in` from the module's previous
-    `state_out` (an extra model output), or `initial_state` (zeros by default) where no earlier
-    step exists. Learner: one `state_in` per sequence of `max_seq_len` (no time axis), the state
-    before the sequence's first step. Env-to-module: the latest `state_out` of each episode."""
+    """RLlib's `AddStatesFromEpisodesToBatch`: `state_in` from the module's recorded
+    `state_out` (an extra model output, a pytree such as `{"h": .., "c": ..}`), or the module's
+    `initial_state` (a pytree of per-episode arrays, e.g. `policy.initial_state()`).
+
+    Env-to-module: an episode that just started (`t_started == 0` and no step yet) gets the
+    initial state, an ongoing one its latest `state_out`. Learner: one `state_in` per sequence
+    of `max_seq_len` steps (no time axis), the `state_out` of the step before the sequence;
+    for the first sequence of an episode that starts at its reset (`t_started == 0`) the
+    initial state, for a continuation chunk the `state_out` of the last lookback step.
+
+    Beyond RLlib: where no earlier `state_out` exists (episodes recorded by a module without
+    state, e.g. an expert's, or a chunk without lookback) the initial state is used, so
+    recurrent modules learn from any offline data, each sequence starting from the initial
+    state (R2D2's "zero state"). With no `initial_state` given, the initial state is zeros
+    shaped like the recorded `state_out`.
+    """
     if as_learner_connector and max_seq_len is None:
         raise ValueError("add_states as a learner connector needs max_seq_len")
+    init_tree = None if initial_state is None else jax.tree_util.tree_map(
+        np.asarray, initial_state)
+
+    def initial_for(template, rows: int):
+        """The initial state repeated over `rows`, shaped as `template`'s items."""
+        if init_tree is None:
+            if template is None:
+                raise ValueError(
+                    f"add_states: the episodes have no {key!r} extra model output yet and no "
+                    "initial_state was given: pass initial_state=policy.initial_state()")
+            return jax.tree_util.tree_map(
+                lambda x: jnp.zeros((rows, *x.shape[2:]), x.dtype), template)
+        return jax.tree_util.tree_map(
+            lambda x: jnp.broadcast_to(jnp.asarray(x), (rows, *x.shape)), init_tree)
 
     def apply(episodes, batch, ctx):
-        if key not in episodes.extra_model_outputs:
-            raise KeyError(f"add_states needs the module's {key!r} in extra_model_outputs")
-        states = episodes.extra_model_outputs[key]  # [B, L + T, ...]
         L, T, B = episodes.len_lookback_buffer, episodes.max_len, episodes.batch_size
         if as_learner_connector:
             K = _num_seqs(T, max_seq_len)
             prev = jnp.broadcast_to(jnp.arange(K)[None, :] * max_seq_len - 1, (B, K))
+            fresh = (jnp.arange(K)[None, :] == 0) & (episodes.t_started[:, None] == 0)
         else:
+            K = 1
             prev = (episodes.lengths - 1)[:, None]
-        valid = prev >= -episodes.lookback_lengths[:, None]
+            fresh = ((episodes.t_started == 0) & (episodes.lengths == 0))[:, None]
+        states = episodes.extra_model_outputs.get(key)  # [B, L + T, ...] or absent
+        init = initial_for(states, B * K)
+        if states is None:
+            return episodes, {**batch, "state_in": init}
+        if jax.tree_util.tree_structure(states) != jax.tree_util.tree_structure(init):
+            raise ValueError(
+                f"add_states: the recorded {key!r} has the structure "
+                f"{jax.tree_util.tree_structure(states)}, the initial state "
+                f"{jax.tree_util.tree_structure(init)}; they must match (e.g. "
+                "{'h': .., 'c': ..} for an LSTM)")
+        recorded = (prev >= -episodes.lookback_lengths[:, None]) & (prev < episodes.lengths[
+            :, None]) & ~fresh
         cols = jnp.clip(L + prev, 0, max(L + T - 1, 0))
 
-        def gather(x):
+        def gather(x, first):
             picked = jnp.take_along_axis(x, expand(cols, x), axis=1)
-            init = jnp.zeros_like(picked) if initial_state is None else jnp.broadcast_to(
-                jnp.asarray(initial_state, x.dtype), picked.shape)
-            out = jnp.where(expand(valid, picked), picked, init)
-            return out.reshape(-1, *out.shape[2:])
+            picked = picked.reshape(B * K, *picked.shape[2:])
+            return jnp.where(expand(recorded.reshape(-1), picked), picked,
+                             first.astype(picked.dtype))
 
-        return episodes, {**batch, "state_in": jax.tree_util.tree_map(gather, states)}
+        return episodes, {**batch, "state_in": jax.tree_util.tree_map(gather, states, init)}
 
-    return stateless(apply)
+    return stateless(apply, lookback=1)  # the state_out of the step before
 
 
 def frame_stack(num_frames: int) -> Connector:
@@ -146,7 +190,7 @@ def frame_stack(num_frames: int) -> Connector:
         obs = episodes.observations
         if not isinstance(obs, jax.Array | np.ndarray):
             raise ValueError("frame_stack needs Box observations; flatten Dict/Tuple first")
-        x = jnp.where(expand(episodes.obs_mask, obs), obs, jnp.zeros((), obs.dtype))
+        x = jnp.where(expand(episodes.obs_mask, obs), obs, zero_of(obs))
         frames = [jnp.pad(x, [(0, 0), (k, 0)] + [(0, 0)] * (x.ndim - 2))[:, :x.shape[1]]
                   for k in range(num_frames - 1, -1, -1)]
         stacked = jnp.concatenate(frames, axis=-1)
@@ -155,7 +199,8 @@ def frame_stack(num_frames: int) -> Connector:
 
     return Connector(init=lambda spaces: (), apply=apply,
                      out_spaces=lambda s: s._replace(
-                         observation=stacked_spec(s.observation, num_frames)))
+                         observation=stacked_spec(s.observation, num_frames)),
+                     lookback=num_frames - 1, name="frame_stack")
 
 
 def stacked_spec(spec, k: int):
@@ -168,36 +213,3 @@ def stacked_spec(spec, k: int):
     low = np.concatenate([np.asarray(spec.low).reshape(spec.shape)] * k, axis=-1).ravel()
     high = np.concatenate([np.asarray(spec.high).reshape(spec.shape)] * k, axis=-1).ravel()
     return sp.BoxSpec(shape, spec.dtype, tuple(low.tolist()), tuple(high.tolist()))
-
-
-def prev_actions_rewards(n_prev_actions: int = 1, n_prev_rewards: int = 1,
-                         as_learner_connector: bool = False) -> Connector:
-    """`prev_n_actions` `[.., n, *act]` and `prev_n_rewards` `[.., n]`: the `n` actions/rewards
-    before each step (oldest first), zeros before the episode's first available step
-    (RLlib's `PrevActionsPrevRewards` with `fill=0`). Env-to-module: before the latest
-    observation; learner: before every step. Columns in the batch (RLlib writes them into a Dict
-    observation; a module reads them from here and one-hots Discrete actions itself)."""
-
-    def window(x, valid, n):
-        # x: [B, C, ...] -> [B, C + 1, n, ...]: for every column c (one past the end too, the
-        # latest step of a full episode), the items c-n .. c-1; invalid items are zero.
-        x = jnp.where(expand(valid, x), x, jnp.zeros((), x.dtype))
-        x = jnp.pad(x, [(0, 0), (0, 1)] + [(0, 0)] * (x.ndim - 2))
-        cols = [jnp.pad(x, [(0, 0), (k, 0)] + [(0, 0)] * (x.ndim - 2))[:, :x.shape[1]]
-                for k in range(n, 0, -1)]
-        return jnp.stack(cols, axis=2)
-
-    def apply(episodes, batch, ctx):
-        valid = episodes.lookback_mask
-        L, T = episodes.len_lookback_buffer, episodes.max_len
-        acts = window(episodes.actions, valid, n_prev_actions)
-        rews = window(episodes.rewards, valid, n_prev_rewards)
-        if as_learner_connector:
-            mask = episodes.mask
-            a = flat(jnp.where(expand(mask, acts[:, L:L + T]), acts[:, L:L + T], 0))
-            r = flat(jnp.where(expand(mask, rews[:, L:L + T]), rews[:, L:L + T], 0))
-        else:
-            a, r = latest(acts, episodes), latest(rews, episodes)
-        return episodes, {**batch, "prev_n_actions": a, "prev_n_rewards": r}
-
-    return stateless(apply)

@@ -46,13 +46,21 @@ EMPTY_CONTEXT = Context()
 
 
 class Connector(NamedTuple):
+    """A piece (or pipeline). `lookback`: how many past steps before an episode's current
+    one the piece reads (frame stacking of N: N - 1), so readers and env runners keep just
+    enough; a pipeline needs the largest of its pieces'. `name`: the piece's name in
+    `named_states` (default: its factory's name); `pieces`: a pipeline's pieces."""
+
     init: Callable[[Spaces], Any]
     apply: Callable[..., tuple]
     out_spaces: Callable[[Spaces], Spaces]
+    lookback: int = 0
+    name: str = ""
+    pieces: tuple = ()
 
 
-def stateless(apply: Callable, out_spaces: Callable[[Spaces], Spaces] | None = None
-              ) -> Connector:
+def stateless(apply: Callable, out_spaces: Callable[[Spaces], Spaces] | None = None,
+              lookback: int = 0) -> Connector:
     """A piece without state from `apply(episodes, batch, ctx) -> (episodes, batch)`."""
 
     def _apply(state, episodes, batch, ctx):
@@ -60,7 +68,33 @@ def stateless(apply: Callable, out_spaces: Callable[[Spaces], Spaces] | None = N
         return episodes, batch, state
 
     return Connector(init=lambda spaces: (), apply=_apply,
-                     out_spaces=out_spaces or (lambda spaces: spaces))
+                     out_spaces=out_spaces or (lambda spaces: spaces), lookback=int(lookback),
+                     name=_factory_name(apply))
+
+
+def _factory_name(fn: Callable) -> str:
+    """`frame_stack` for a closure `frame_stack.<locals>.apply`; else the function's name."""
+    qualname = getattr(fn, "__qualname__", "") or getattr(fn, "__name__", "piece")
+    return qualname.split(".<locals>")[0] if ".<locals>" in qualname else qualname
+
+
+def piece_name(piece: Connector) -> str:
+    return piece.name or ("pipeline" if piece.pieces else _factory_name(piece.apply))
+
+
+def named_states(connector: Connector, state: Any) -> Any:
+    """A pipeline's state as `{piece name: state}` (nested for nested pipelines; a repeated
+    name gets `_1`, `_2`, ... in order): what a checkpoint shows a reader. The pipeline itself
+    keeps the positional tuple `apply` takes."""
+    if not connector.pieces:
+        return state
+    out, seen = {}, {}
+    for piece, s in zip(connector.pieces, state):
+        name = piece_name(piece)
+        k = seen.get(name, 0)
+        seen[name] = k + 1
+        out[name if k == 0 else f"{name}_{k}"] = named_states(piece, s)
+    return out
 
 
 def pipeline(*pieces: Connector) -> Connector:
@@ -94,4 +128,6 @@ def pipeline(*pieces: Connector) -> Connector:
             spaces = p.out_spaces(spaces)
         return spaces
 
-    return Connector(init=init, apply=apply, out_spaces=out_spaces)
+    return Connector(init=init, apply=apply, out_spaces=out_spaces,
+                     lookback=max((p.lookback for p in pieces), default=0), name="pipeline",
+                     pieces=tuple(pieces))

@@ -7,20 +7,23 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from rljax_offline import spaces as sp
 from rljax_offline.connectors.common import (
     add_observations,
     add_states,
     add_time_dim,
     expand,
     flat,
+    zero_of,
 )
 from rljax_offline.connectors.core import Connector, Spaces, pipeline, stateless
 from rljax_offline.connectors.env_to_module import obs_defaults
 
 
 def _zero_padding(x, mask):
-    return jnp.where(expand(mask, x), x, jnp.zeros((), x.dtype))
+    return jnp.where(expand(mask, x), x, zero_of(x))
 
 
 def add_columns(extra_model_outputs: bool = True) -> Connector:
@@ -77,6 +80,30 @@ def clip_rewards(limit: float | None = 1.0, sign: bool = False) -> Connector:
     return stateless(apply)
 
 
+def _mix(h):
+    """murmur3's 32-bit finalizer: every input bit reaches the low bits."""
+    h = (h ^ (h >> 16)) * jnp.uint32(0x85EBCA6B)
+    h = (h ^ (h >> 13)) * jnp.uint32(0xC2B2AE35)
+    return h ^ (h >> 16)
+
+
+def observation_buckets(obs, table_size: int):
+    """`[B, T, ...]` observations -> `[B, T]` int32 hash buckets in `[0, table_size)` of their
+    float32 bytes. Word i of an observation folds in as `h <- mix(h ^ (mix(w_i) + i))` from
+    `h = 2166136261`; a `lax.scan` over the words keeps the compiled program the same size at 4
+    dims and at 4096 (an unrolled Python loop compiled for ~70 s at 1024 dims)."""
+    words = jax.lax.bitcast_convert_type(obs.astype(jnp.float32), jnp.uint32)
+    words = words.reshape(*obs.shape[:2], -1)
+    salted = _mix(words) + jnp.arange(words.shape[-1], dtype=jnp.uint32)
+
+    def fold(h, w):
+        return _mix(h ^ w), None
+
+    h0 = jnp.full(words.shape[:2], 2166136261, jnp.uint32)
+    h, _ = jax.lax.scan(fold, h0, jnp.moveaxis(salted, -1, 0))
+    return (h % jnp.uint32(table_size)).astype(jnp.int32)
+
+
 def count_based_intrinsic_reward(table_size: int = 1 << 16, coeff: float = 1.0) -> Connector:
     """r(t) += coeff / N(o_t), N counting how often observation o_t was seen so far, in
     episode then time order (the count-based curiosity of RLlib's learner-connector guide).
@@ -90,24 +117,12 @@ def count_based_intrinsic_reward(table_size: int = 1 << 16, coeff: float = 1.0) 
     def init(spaces):
         return jnp.zeros(table_size, jnp.int32)
 
-    def mix(h):  # murmur3's finalizer: every input bit reaches the low bits
-        h = (h ^ (h >> 16)) * jnp.uint32(0x85EBCA6B)
-        h = (h ^ (h >> 13)) * jnp.uint32(0xC2B2AE35)
-        return h ^ (h >> 16)
-
-    def bucket(obs):
-        words = jax.lax.bitcast_convert_type(obs.astype(jnp.float32), jnp.uint32)
-        words = words.reshape(*obs.shape[:2], -1)
-        h = jnp.full(words.shape[:2], 2166136261, jnp.uint32)
-        for i in range(words.shape[-1]):
-            h = mix(h ^ mix(words[..., i]) + jnp.uint32(i))
-        return (h % jnp.uint32(table_size)).astype(jnp.int32)
-
     def apply(counts, episodes, batch, ctx):
         L, T = episodes.len_lookback_buffer, episodes.max_len
         obs = episodes.observations[:, L:L + T]
         mask = episodes.mask
-        h = jnp.where(mask, bucket(obs), table_size).reshape(-1)  # padding: its own bucket
+        h = observation_buckets(obs, table_size)
+        h = jnp.where(mask, h, table_size).reshape(-1)  # padding: a bucket of its own
         order = jnp.argsort(h, stable=True)
         hs = h[order]
         idx = jnp.arange(hs.shape[0])
@@ -124,17 +139,67 @@ def count_based_intrinsic_reward(table_size: int = 1 << 16, coeff: float = 1.0) 
     return Connector(init=init, apply=apply, out_spaces=lambda s: s)
 
 
+def compact_rows(batch: dict, size: int | None = None, action_space=None) -> dict:
+    """A flat learner batch (`[B * T, ...]` rows with `loss_mask`) as RLlib lays it out for
+    non-recurrent modules: the valid timesteps only, in episode then time order.
+
+    `size=None` (on the host): exactly the valid rows, as numpy, with RLlib's dtypes (see
+    `rllib_dtypes`). `size=n` (inside `jit`, where shapes are static): the first `n` valid rows,
+    then zero rows with `loss_mask` False if fewer are valid (rows beyond `n` are dropped: size
+    it from the data's step count). A recurrent batch (with `seq_lens`) keeps its
+    `[num_seqs, max_seq_len]` sequences, as RLlib does, and loses only the all-padding
+    sequences (`seq_lens == 0`) that static shapes add: then each episode has exactly
+    `ceil(length / max_seq_len)` sequences, RLlib's count.
+    """
+    if "loss_mask" not in batch:
+        raise KeyError("compact_rows needs the 'loss_mask' column (from add_columns)")
+    if "seq_lens" in batch:
+        keep_seq = np.asarray(batch["seq_lens"]) > 0
+        if size is not None:
+            raise ValueError("compact_rows(size=...) is for flat [B * T] batches; compact a "
+                             "recurrent batch on the host (size=None)")
+        rows = jax.tree_util.tree_map(lambda x: np.asarray(x)[keep_seq], batch)
+        return rllib_dtypes(rows, action_space)
+    if size is None:
+        keep = np.asarray(batch["loss_mask"], bool)
+        rows = jax.tree_util.tree_map(lambda x: np.asarray(x)[keep], batch)
+        return rllib_dtypes(rows, action_space)
+    mask = batch["loss_mask"]
+    idx = jnp.nonzero(mask, size=size, fill_value=0)[0]
+    valid = jnp.arange(size) < jnp.sum(mask)
+    out = jax.tree_util.tree_map(lambda x: _zero_padding(x[idx], valid), batch)
+    return {**out, "loss_mask": valid}
+
+
+def rllib_dtypes(batch: dict, action_space=None) -> dict:
+    """Host columns with the dtypes of RLlib's train batches: `actions` of the action space's
+    dtype (int64 for Discrete; inside `jit` without `jax_enable_x64` they are int32),
+    `terminateds` / `truncateds` / `loss_mask` bool, `rewards` float32, `seq_lens` int32."""
+    out = dict(batch)
+    spec = sp.to_spec(action_space) if action_space is not None else None
+    if "actions" in out and spec is not None and not isinstance(spec, (sp.DictSpec,
+                                                                       sp.TupleSpec)):
+        dtype = np.int64 if isinstance(spec, sp.DiscreteSpec) else np.dtype(spec.dtype)
+        out["actions"] = np.asarray(out["actions"]).astype(dtype)
+    for k, dtype in (("terminateds", bool), ("truncateds", bool), ("loss_mask", bool),
+                     ("rewards", np.float32), ("seq_lens", np.int32)):
+        if k in out:
+            out[k] = np.asarray(out[k]).astype(dtype)
+    return out
+
+
 def default_learner(spaces: Spaces, *custom: Connector, add_default_connectors: bool = True,
-                    max_seq_len: int | None = None) -> Connector:
+                    max_seq_len: int | None = None, initial_state=None) -> Connector:
     """custom pieces -> flatten (if needed) -> `obs`, `actions`, `rewards`, flags, extra model
     outputs, `loss_mask`, `new_obs`, flat `[B * T, ...]`; for a stateful module (`max_seq_len`
-    set) then `state_in` per sequence and the time axis, `[B * K, max_seq_len, ...]`.
+    set) then `state_in` per sequence (from `initial_state`, e.g. `policy.initial_state()`,
+    where no recorded `state_out` precedes it) and the time axis, `[B * K, max_seq_len, ...]`.
     `add_default_connectors=False` keeps only the custom pieces (RLlib's
     `add_default_connectors_to_learner_pipeline=False`)."""
     if not add_default_connectors:
         return pipeline(*custom)
-    stateful = [] if max_seq_len is None else [add_states(max_seq_len),
-                                               add_time_dim(max_seq_len)]
+    stateful = [] if max_seq_len is None else [
+        add_states(max_seq_len, initial_state=initial_state), add_time_dim(max_seq_len)]
     return pipeline(*custom, *obs_defaults(spaces, custom),
                     add_observations(as_learner_connector=True), add_columns(),
                     add_next_observations(), *stateful)

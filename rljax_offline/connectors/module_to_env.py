@@ -22,7 +22,7 @@ def get_actions(distribution=None) -> Connector:
         dist = distribution or for_space(episodes.action_space_spec)
         inputs = batch["action_dist_inputs"]
         greedy = dist.greedy(inputs)
-        if ctx.rng is not None:
+        if ctx.rng is not None and ctx.explore is not False:  # a Python False: no sampling
             sampled = dist.sample(inputs, ctx.rng)
             explore = jnp.asarray(ctx.explore, bool)
             actions = jnp.where(explore.reshape((1,) * greedy.ndim), sampled, greedy)

@@ -95,6 +95,8 @@ class Learner(NamedTuple):
       extra_init: the initial `TrainState.extra`.
       columns: the learner-pipeline columns the losses read (kept when data is materialized).
       learner_connector: pieces the algorithm appends to the default learner pipeline.
+      policy: the `models.policy.Policy` that `act` runs on `params["policy"]`, where the
+        algorithm acts through one (acting needs it for recurrent policies' state).
     """
 
     init: Callable
@@ -108,6 +110,7 @@ class Learner(NamedTuple):
     extra_init: dict = {}  # noqa: RUF012
     columns: tuple = ("obs", "actions")
     learner_connector: tuple = ()
+    policy: Any = None
 
 
 # ---------------------------------------------------------------------- reductions

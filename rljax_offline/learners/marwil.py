@@ -147,7 +147,7 @@ class MARWILConfig(AlgorithmConfig):
                            batch["advantage_weights"],
                            "entropy": policy.dist.entropy(inputs)}
 
-        return Learner(init=init, act=act, dist=policy.dist, prepare=prepare,
+        return Learner(init=init, act=act, dist=policy.dist, prepare=prepare, policy=policy,
                        losses=(Loss("default_optimizer", ("policy", "value"), loss, optimizer),),
                        extra_init={"moving_avg_sqd_adv_norm": jnp.float32(
                            self.moving_average_sqd_adv_norm_start)},
@@ -174,4 +174,4 @@ def _bc_learner(policy, optimizer, act, logstd_coeff: float) -> Learner:
                      "entropy": policy.dist.entropy(inputs)}
 
     return Learner(init=lambda rng: {"policy": policy.init(rng)}, act=act, dist=policy.dist,
-                   losses=(Loss("default_optimizer", ("policy",), loss, optimizer),))
+                   policy=policy, losses=(Loss("default_optimizer", ("policy",), loss, optimizer),))

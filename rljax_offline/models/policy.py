@@ -9,6 +9,28 @@ Actions: logits of a categorical for Discrete actions; for Box actions a diagona
 `action_dist_inputs` are `concat([mean, log_std])`, both outputs of the network, so the
 log-std is state-dependent (RLlib's default, `free_log_std=False`). `clip_to_bounds` clips Box
 actions into the space (what module-to-env's `clip_actions` does for the env).
+
+Images: a Box of rank 3 goes through RLlib's default CNN (`conv_filters`, `conv_activation`,
+see `models/cnn.py`), uint8 frames scaled on the device; then the head.
+
+Recurrent policies (`use_lstm=True` or `use_gru=True`, see `models/recurrent.py`):
+`policy.is_stateful` is True and
+
+* `policy.initial_state(batch_size=None)`: the zero state, `{"h": [cell], "c": [cell]}`
+  (`[batch_size, cell]` with a batch size); give it to the connector pipelines
+  (`default_env_to_module` / `default_learner(..., max_seq_len=policy.max_seq_len,
+  initial_state=policy.initial_state())`).
+* `policy.forward(params, batch) -> (action_dist_inputs [B, T, d], state_out)`: reads `obs`
+  `[B, T, ...]`, `state_in` and `seq_lens` (what both pipelines build). Acting: the env-to-module
+  batch has `T = 1`; drop the time axis of the outputs and record `state_out` per step as an
+  extra model output (`runners.acting.ConnectorPolicy` does both).
+* `policy.dist_inputs(params, batch)`: `forward(...)[0]`, shaped like `batch["actions"]`'s
+  leading `[B, T]` dims, so mask-weighted losses over `loss_mask` `[B, T]` work unchanged.
+* `policy.apply(params, obs)` needs a state and raises for them.
+Previous actions / rewards (`lstm_use_prev_action`, `lstm_use_prev_reward`) enter as
+observations, as in RLlib: put `connectors.prev_actions_rewards()` in front of both pipelines
+(`connectors.model_connectors(model_config)` gives the pieces) and build the policy from the
+pipeline's `out_spaces`.
 """
 
 from __future__ import annotations
@@ -22,27 +44,25 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax_offline import spaces as sp
+from rljax_offline.models import cnn, recurrent
 from rljax_offline.models.distributions import Distribution, for_space
+from rljax_offline.models.encoders import (
+    ACTIVATIONS,
+    MLPEncoder,
+    check_activation,
+    encode_observations,
+    head_init,
+)
 
 # RLlib's model-config keys this package understands, with their defaults. `make_policy` and
 # the configs' `rl_module(model_config=...)` validate against this one table.
-MODEL_CONFIG_DEFAULTS: dict = {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}
-
-ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh, "swish": nn.swish, "silu": nn.silu,
-               "elu": nn.elu, "linear": lambda x: x, None: lambda x: x}
-
-
-def encode_observations(obs_spec: sp.SpaceSpec, obs: jax.Array) -> jax.Array:
-    """`[N, ...]` observations of `obs_spec` as float32 `[N, flat_dim]` network inputs."""
-    if isinstance(obs_spec, sp.DiscreteSpec):
-        return jax.nn.one_hot(obs.reshape(obs.shape[0]) - obs_spec.start, obs_spec.n)
-    if isinstance(obs_spec, sp.MultiDiscreteSpec):
-        flat = obs.reshape(obs.shape[0], -1)
-        start = np.asarray(obs_spec.start or 0).reshape(-1) * np.ones(flat.shape[1], int)
-        nvec = np.asarray(obs_spec.nvec).reshape(-1)
-        return jnp.concatenate([jax.nn.one_hot(flat[:, i] - start[i], int(n))
-                                for i, n in enumerate(nvec)], axis=-1)
-    return obs.reshape(obs.shape[0], -1).astype(jnp.float32)
+MODEL_CONFIG_DEFAULTS: dict = {
+    "fcnet_hiddens": [256, 256], "fcnet_activation": "relu",
+    "conv_filters": None,  # None: RLlib's default for the image size (models/cnn.py)
+    "conv_activation": "relu",
+    "use_lstm": False, "use_gru": False, "lstm_cell_size": 256, "max_seq_len": 20,
+    "lstm_use_prev_action": False, "lstm_use_prev_reward": False,
+}
 
 
 class MLP(nn.Module):
@@ -65,17 +85,27 @@ class MLP(nn.Module):
 
 class Policy(NamedTuple):
     """`init(rng) -> params`, `apply(params, obs[N, ...]) -> action_dist_inputs[N, d]`,
-    `dist`: the action distribution, `greedy_action`/`sample_action` for acting."""
+    `dist`: the action distribution, `greedy_action`/`sample_action` for acting. Recurrent
+    policies add `forward`, `initial_state` and `max_seq_len` (see the module docstring)."""
 
     init: Any
     apply: Any
     dist: Distribution
     obs_spec: Any
     act_spec: Any
+    forward: Any = None        # recurrent: (params, batch) -> (dist_inputs [B, T, d], state_out)
+    initial_state: Any = None  # recurrent: (batch_size=None) -> the zero state
+    max_seq_len: int | None = None
+
+    @property
+    def is_stateful(self) -> bool:
+        return self.forward is not None
 
     def dist_inputs(self, params, batch: dict) -> jax.Array:
-        """`action_dist_inputs` for a learner batch (reads `obs`; what losses call, so that
-        models needing more columns, e.g. recurrent state, read them here)."""
+        """`action_dist_inputs` for a learner batch (what losses call): from `obs` `[N, ...]`,
+        or for a recurrent policy from `obs` `[B, T, ...]`, `state_in`, `seq_lens`."""
+        if self.forward is not None:
+            return self.forward(params, batch)[0]
         return self.apply(params, batch["obs"])
 
     def logp(self, params, obs, actions):
@@ -89,6 +119,34 @@ class Policy(NamedTuple):
 
     def sample_action(self, params, obs, rng):
         return self.dist.sample(self.apply(params, obs), rng)
+
+
+class ObservationEncoder(nn.Module):
+    """Encoded observations -> features: the CNN for images (`conv_filters` set), otherwise
+    the MLP trunk of `fcnet_hiddens` over flat (one-hot for Discrete) inputs."""
+
+    obs_spec: Any
+    hiddens: tuple
+    activation: str
+    conv_filters: tuple | None = None
+    conv_activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, obs):
+        if self.conv_filters is not None:
+            return cnn.CNNEncoder(self.conv_filters, self.conv_activation)(obs)
+        return MLPEncoder(self.hiddens, self.activation)(encode_observations(self.obs_spec, obs))
+
+
+class EncoderHead(nn.Module):
+    """A feed-forward policy on a given encoder: features -> `action_dist_inputs`."""
+
+    encoder: nn.Module
+    out_dim: int
+
+    @nn.compact
+    def __call__(self, obs):
+        return nn.Dense(self.out_dim, kernel_init=head_init())(self.encoder(obs))
 
 
 def clip_to_bounds(act_spec: Any, actions: jax.Array) -> jax.Array:
@@ -111,23 +169,71 @@ def check_model_config(model_config: dict) -> dict:
 
 
 def make_policy(obs_spec: Any, act_spec: Any, fcnet_hiddens: Sequence[int] = (256, 256),
-                fcnet_activation: str = "relu") -> Policy:
+                fcnet_activation: str = "relu", **model_config) -> Policy:
     """A policy for observations of `obs_spec` (Box, Discrete, MultiDiscrete, MultiBinary;
     nested spaces need the flatten connector in front) and actions of `act_spec`.
-    The keyword arguments are RLlib's model-config keys (`MODEL_CONFIG_DEFAULTS`)."""
+    The keyword arguments are RLlib's model-config keys (`MODEL_CONFIG_DEFAULTS`): an MLP by
+    default, a CNN for rank-3 Box observations, an LSTM/GRU with `use_lstm` / `use_gru`."""
+    cfg = check_model_config({**model_config, "fcnet_hiddens": fcnet_hiddens,
+                              "fcnet_activation": fcnet_activation})
     obs_spec, act_spec = sp.to_spec(obs_spec), sp.to_spec(act_spec)
-    if fcnet_activation not in ACTIVATIONS:
-        raise ValueError(f"fcnet_activation must be one of {sorted(map(str, ACTIVATIONS))}, "
-                         f"got {fcnet_activation!r}")
+    check_activation(cfg["fcnet_activation"], "fcnet_activation")
+    check_activation(cfg["conv_activation"], "conv_activation")
     if isinstance(obs_spec, (sp.TupleSpec, sp.DictSpec)):
         raise ValueError(f"the policy takes flat observations, got {obs_spec}; add the "
                          "flatten connector in front of it")
+    if cfg["use_lstm"] and cfg["use_gru"]:
+        raise ValueError("model_config: use_lstm and use_gru are exclusive")
     dist = for_space(act_spec)
-    net = MLP(tuple(int(h) for h in fcnet_hiddens), fcnet_activation, dist.dist_dim, 0.01)
-    dummy = jnp.zeros((1, sp.flat_dim(obs_spec)), jnp.float32)
+    hiddens = tuple(int(h) for h in cfg["fcnet_hiddens"])
+    image = isinstance(obs_spec, sp.BoxSpec) and cnn.is_image(obs_spec.shape)
+    if image:
+        filters = cnn.check_conv_filters(cfg["conv_filters"] if cfg["conv_filters"] is not None
+                                         else cnn.default_conv_filters(obs_spec.shape))
+        obs_shape, obs_dtype = tuple(obs_spec.shape), jnp.dtype(obs_spec.dtype)
+    else:
+        filters, obs_shape, obs_dtype = None, (sp.flat_dim(obs_spec),), jnp.float32
+    encoder = ObservationEncoder(obs_spec, hiddens, cfg["fcnet_activation"], filters,
+                                 cfg["conv_activation"])
+    if cfg["use_lstm"] or cfg["use_gru"]:
+        return _recurrent_policy(encoder, dist, obs_spec, act_spec, obs_shape, obs_dtype, cfg)
+
+    net = EncoderHead(encoder, dist.dist_dim) if image else MLP(
+        hiddens, cfg["fcnet_activation"], dist.dist_dim, 0.01)
+    dummy = jnp.zeros((1, *obs_shape), obs_dtype)
+    prepare = (lambda obs: jnp.asarray(obs)) if image else (
+        lambda obs: encode_observations(obs_spec, jnp.asarray(obs)))
 
     def apply(params, obs):
-        return net.apply(params, encode_observations(obs_spec, jnp.asarray(obs)))
+        return net.apply(params, prepare(obs))
 
     return Policy(init=lambda rng: net.init(rng, dummy), apply=apply, dist=dist,
                   obs_spec=obs_spec, act_spec=act_spec)
+
+
+def _recurrent_policy(encoder, dist, obs_spec, act_spec, obs_shape, obs_dtype, cfg) -> Policy:
+    cell_type = "lstm" if cfg["use_lstm"] else "gru"
+    cell_size, max_seq_len = int(cfg["lstm_cell_size"]), int(cfg["max_seq_len"])
+    if cell_size < 1 or max_seq_len < 1:
+        raise ValueError(f"lstm_cell_size and max_seq_len must be >= 1, got {cell_size}, "
+                         f"{max_seq_len}")
+    net = recurrent.RecurrentNet(encoder, cell_type, cell_size, dist.dist_dim)
+
+    def forward(params, batch):
+        obs = jnp.asarray(batch["obs"])
+        if "state_in" not in batch:
+            raise KeyError("a recurrent policy needs 'state_in' in the batch: build it with "
+                           "the connector pipelines' max_seq_len and initial_state")
+        return net.apply(params, obs, batch["state_in"], recurrent.seq_lens_or_full(batch))
+
+    def apply(params, obs):
+        raise TypeError("a recurrent policy needs a state: call policy.forward(params, batch) "
+                        "with 'obs' [B, T, ...], 'state_in' and 'seq_lens'")
+
+    return Policy(
+        init=lambda rng: net.init(rng, *recurrent.dummy_inputs(cell_type, cell_size, obs_shape,
+                                                                 obs_dtype)),
+        apply=apply, dist=dist, obs_spec=obs_spec, act_spec=act_spec, forward=forward,
+        initial_state=lambda batch_size=None: recurrent.initial_state(cell_type, cell_size,
+                                                                      batch_size),
+        max_seq_len=max_seq_len)

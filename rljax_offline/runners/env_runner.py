@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import gymnasium as gym
+import jax
 import numpy as np
 
 from rljax_offline.episode import Episode
@@ -115,8 +116,9 @@ class EnvRunner:
                     builders[i].add_env_reset(obs[i])
                     pending[i] = False
                     continue
-                emo = None if extras is None else {k: np.asarray(v)[i] for k, v in
-                                                   extras.items()}
+                emo = None if extras is None else {  # nested outputs too (state_out)
+                    k: jax.tree_util.tree_map(lambda x, i=i: np.asarray(x)[i], v)
+                    for k, v in extras.items()}
                 builders[i].add_env_step(obs[i], actions[i], float(rew[i]),
                                          terminated=bool(term[i]), truncated=bool(trunc[i]),
                                          extra_model_outputs=emo)

@@ -1,0 +1,54 @@
+"""Feature encoders shared by the policy networks: RLlib's default MLP trunk (`fcnet_hiddens`)
+and the observation encoding in front of it (one-hot for Discrete inputs)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rljax_offline import spaces as sp
+
+ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh, "swish": nn.swish, "silu": nn.silu,
+               "elu": nn.elu, "linear": lambda x: x, None: lambda x: x}
+
+
+def check_activation(name, key: str) -> None:
+    if name not in ACTIVATIONS:
+        raise ValueError(f"{key} must be one of {sorted(map(str, ACTIVATIONS))}, got {name!r}")
+
+
+def encode_observations(obs_spec: sp.SpaceSpec, obs: jax.Array) -> jax.Array:
+    """`[N, ...]` observations of `obs_spec` as float32 `[N, flat_dim]` network inputs."""
+    if isinstance(obs_spec, sp.DiscreteSpec):
+        return jax.nn.one_hot(obs.reshape(obs.shape[0]) - obs_spec.start, obs_spec.n)
+    if isinstance(obs_spec, sp.MultiDiscreteSpec):
+        flat = obs.reshape(obs.shape[0], -1)
+        start = np.asarray(obs_spec.start or 0).reshape(-1) * np.ones(flat.shape[1], int)
+        nvec = np.asarray(obs_spec.nvec).reshape(-1)
+        return jnp.concatenate([jax.nn.one_hot(flat[:, i] - start[i], int(n))
+                                for i, n in enumerate(nvec)], axis=-1)
+    return obs.reshape(obs.shape[0], -1).astype(jnp.float32)
+
+
+class MLPEncoder(nn.Module):
+    """Dense layers of `hiddens` units, each followed by `activation`: `[N, d] -> [N, h_last]`
+    (the identity for `hiddens=()`)."""
+
+    hiddens: Sequence[int]
+    activation: str
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        act = ACTIVATIONS[self.activation]
+        for h in self.hiddens:
+            x = act(nn.Dense(h)(x))
+        return x
+
+
+def head_init():
+    """The small-scale init RLlib uses for the policy head's last layer (near-uniform start)."""
+    return nn.initializers.variance_scaling(0.01, "fan_in", "truncated_normal")
