@@ -16,6 +16,7 @@ _LAZY = {
     "register_algorithm": ("rljax_offline.algorithms.registry", "register"),
     "BCConfig": "rljax_offline.learners.bc",
     "MARWILConfig": "rljax_offline.learners.marwil",
+    "PPOConfig": "rljax_offline.learners.ppo",
     "CQLConfig": "rljax_offline.learners.cql",
     "IQLConfig": "rljax_offline.learners.iql",
 }
@@ -33,6 +34,7 @@ __all__ = [
     "EpisodeMeta",
     "IQLConfig",
     "MARWILConfig",
+    "PPOConfig",
     "SpaceError",
     "bucket_length",
     "register_algorithm",

@@ -14,6 +14,7 @@ import importlib
 _BUILTIN = {
     "bc": "rljax_offline.learners.bc:BCConfig",
     "marwil": "rljax_offline.learners.marwil:MARWILConfig",
+    "ppo": "rljax_offline.learners.ppo:PPOConfig",
 }
 _REGISTERED: dict[str, type] = {}
 

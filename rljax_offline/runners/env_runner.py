@@ -133,6 +133,62 @@ class EnvRunner:
                         yield builders[i].finalize()
                 return
 
+    def sample_continuing(self, num_timesteps: int
+                          ) -> tuple[list[Episode], list[tuple[float, int]]]:
+        """On-policy sampling (PPO): steps the envs until `num_timesteps` steps were taken,
+        *continuing* the episodes the previous call left running (RLlib's env runners keep
+        their envs between iterations). Returns `(chunks, finished)`: every piece of
+        experience of this call (finished episodes' last chunks, and not-done chunks of the
+        running ones, cut here and continued next call), and the episodes that finished
+        this call, as `(return, length)` of the whole episode (the episode metrics)."""
+        if num_timesteps < 1:
+            raise ValueError(f"num_timesteps must be >= 1, got {num_timesteps}")
+        live = getattr(self, "_live", None)
+        if live is None:
+            obs, _ = self.venv.reset(seed=self.seed + self._resets)
+            self._resets += 1
+            builders = [self._new_builder() for _ in range(self.num_envs)]
+            for i, b in enumerate(builders):
+                b.add_env_reset(obs[i])
+            live = self._live = {"obs": obs, "builders": builders,
+                                 "pending": np.zeros(self.num_envs, bool),
+                                 "whole": [[] for _ in range(self.num_envs)]}
+        obs, builders, pending, whole = (live["obs"], live["builders"], live["pending"],
+                                         live["whole"])
+        chunks: list[Episode] = []
+        finished: list[tuple[float, int]] = []
+        steps = 0
+        while steps < num_timesteps:
+            actions, extras = self._act(builders, obs)
+            obs, rew, term, trunc, _ = self.venv.step(actions)
+            for i in range(self.num_envs):
+                if pending[i]:  # NEXT_STEP autoreset: this step only reset env i
+                    builders[i] = self._new_builder()
+                    builders[i].add_env_reset(obs[i])
+                    pending[i] = False
+                    continue
+                emo = None if extras is None else {k: np.asarray(v)[i] for k, v in
+                                                   extras.items()}
+                builders[i].add_env_step(obs[i], actions[i], float(rew[i]),
+                                         terminated=bool(term[i]), truncated=bool(trunc[i]),
+                                         extra_model_outputs=emo)
+                steps += 1
+                if term[i] or trunc[i]:
+                    pending[i] = True
+                    last = builders[i].finalize()
+                    chunks.append(last)
+                    finished.append((sum(r for r, _ in whole[i]) + last.get_return(),
+                                     sum(n for _, n in whole[i]) + len(last)))
+                    whole[i] = []
+        for i in range(self.num_envs):
+            if not pending[i] and len(builders[i]):
+                chunk = builders[i].finalize()
+                chunks.append(chunk)
+                whole[i].append((chunk.get_return(), len(chunk)))
+                builders[i] = builders[i].cut()
+        live["obs"] = obs
+        return chunks, finished
+
     def sample(self, *, num_episodes: int | None = None,
                num_timesteps: int | None = None) -> list[Episode]:
         return list(self.episodes(num_episodes, num_timesteps))
