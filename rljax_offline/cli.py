@@ -34,14 +34,20 @@ def _read_kwargs(args) -> dict:
 
 
 def cmd_record(args) -> int:
-    from rljax_offline.runners.env_runner import record_expert
+    from rljax_offline.runners.env_runner import record_expert, record_policy
 
     t0 = time.perf_counter()
-    files = record_expert(args.env, args.output, num_episodes=args.episodes, seed=args.seed,
-                          output_write_episodes=not args.tabular,
-                          output_max_rows_per_file=args.max_rows_per_file,
-                          num_envs=args.num_envs)
+    write = dict(output_write_episodes=not args.tabular,
+                 output_max_rows_per_file=args.max_rows_per_file)
+    if args.policy is None:
+        files = record_expert(args.env, args.output, num_episodes=args.episodes,
+                              seed=args.seed, num_envs=args.num_envs, **write)
+    else:
+        files = record_policy(args.env, args.policy, args.output, num_episodes=args.episodes,
+                              seed=args.seed, num_envs=args.num_envs, explore=args.explore,
+                              **write)
     _emit({"command": "record", "env": args.env, "output": args.output,
+           "policy": args.policy or "scripted expert",
            "episodes": args.episodes, "files": len(files),
            "seconds": round(time.perf_counter() - t0, 2)})
     return 0
@@ -148,8 +154,15 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="rljax-offline", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("record", help="record expert episodes to Parquet")
-    p.add_argument("--env", default="CartPole-v1", choices=["CartPole-v1", "Pendulum-v1"])
+    p = sub.add_parser("record", help="record episodes of a scripted expert or of a trained "
+                                      "policy (--policy CHECKPOINT) to Parquet")
+    p.add_argument("--env", default="CartPole-v1",
+                   help="gymnasium env id (scripted experts: CartPole-v1, Pendulum-v1)")
+    p.add_argument("--policy", default=None, metavar="CHECKPOINT",
+                   help="record this checkpoint's policy (any algorithm) instead of the "
+                        "scripted expert")
+    p.add_argument("--explore", action="store_true",
+                   help="with --policy: sample actions instead of acting greedily")
     p.add_argument("--output", required=True)
     p.add_argument("--episodes", type=int, default=500)
     p.add_argument("--num-envs", type=int, default=8)

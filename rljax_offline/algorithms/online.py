@@ -33,12 +33,9 @@ from rljax_offline.connectors import default_learner, pipeline
 from rljax_offline.learners.core import DataParallel, init_state
 from rljax_offline.learners.marwil import add_returns_to_go
 from rljax_offline.learners.ppo import standardize
+from rljax_offline.runners.env_runner import PolicyMismatchError, check_policy_spaces
 
 _WARMUP_BATCH = 1024
-
-
-class PolicyMismatchError(ValueError):
-    """A checkpoint's policy does not fit this env's spaces or this policy network."""
 
 
 class PPO(Algorithm):
@@ -64,7 +61,7 @@ class PPO(Algorithm):
         """Policy weights from a checkpoint of any algorithm, then the value warm-up."""
         src = Algorithm.from_checkpoint(path)
         try:
-            check_same_spaces(src, self.spaces, path)
+            check_policy_spaces(src.spaces, *self.spaces, path)
             policy = jax.device_get(src.state.params["policy"])
         finally:
             src.stop()
@@ -224,12 +221,3 @@ def explained_variance(cols: dict) -> float:
     if var == 0:
         return float("nan")
     return float(1.0 - np.var(cols["value_targets"] - cols["vf_preds"]) / var)
-
-
-def check_same_spaces(src: Algorithm, spaces, path: str) -> None:
-    """A named error when a checkpoint's policy was trained for other spaces."""
-    for what in ("observation", "action"):
-        theirs, ours = getattr(src.spaces, what), getattr(spaces, what)
-        if theirs != ours:
-            raise PolicyMismatchError(f"checkpoint {path!r} holds a policy for the {what} "
-                                      f"space {theirs}, but the env has {ours}")

@@ -24,6 +24,7 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from rljax_offline.algorithms.config import (
@@ -187,7 +188,7 @@ class PPOConfig(AlgorithmConfig):
         return Learner(init=init, act=lambda params, obs: policy.apply(params["policy"], obs),
                        dist=policy.dist, prepare=prepare,
                        losses=(Loss("default_optimizer", ("policy", "value"), loss, optimizer),),
-                       extra_init={"curr_kl_coeff": jnp.float32(self.kl_coeff)},
+                       extra_init={"curr_kl_coeff": np.float32(self.kl_coeff)},
                        columns=PPO_COLUMNS,
                        learner_connector=(general_advantage_estimation(
                            self.gamma, self.lambda_, value),))
