@@ -138,10 +138,11 @@ def cmd_inspect(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from rljax_offline.demo import run_demo
+    from rljax_offline.demo import run_demo, run_full_demo
 
-    run_demo(out_dir=args.out, num_episodes=args.episodes, seed=args.seed,
-             progress=not args.quiet, emit=_emit)
+    (run_full_demo if args.full else run_demo)(
+        out_dir=args.out, num_episodes=args.episodes, seed=args.seed,
+        progress=not args.quiet, emit=_emit)
     return 0
 
 
@@ -219,6 +220,9 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
     p.add_argument("--episodes", type=int, default=500)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--full", action="store_true",
+                   help="RLlib's whole guide: train a PPO expert, record from its checkpoint, "
+                        "clone it with BC, fine-tune the clone with PPO, one figure")
     p.set_defaults(func=cmd_demo)
     return ap
 

@@ -96,8 +96,7 @@ def test_fine_tuning_starts_from_the_bc_policy_with_a_warm_value(recorded, tmp_p
     bc = cartpole_bc_config(recorded).build()
     bc.train()
     bc.save(str(tmp_path / "bc"))
-    algo = cartpole_ppo_config(init_policy_from=str(tmp_path / "bc"),
-                               value_warmup_updates=200).build()
+    algo = cartpole_ppo_config(init_policy_from=str(tmp_path / "bc")).build()
     # The BC policy's weights, exactly; the value network fitted to the data's returns.
     bc_policy = jax.device_get(bc.state.params["policy"])
     ppo_policy = jax.device_get(algo.state.params["policy"])

@@ -129,7 +129,7 @@ class PPOConfig(AlgorithmConfig):
     value_warmup_updates: int = option(
         500, "training", non_negative_int, "when fine-tuning: value-network updates on the "
         "offline data's returns-to-go before the first PPO update")
-    value_warmup_lr: float = option(1e-3, "training", positive_float,
+    value_warmup_lr: float = option(3e-3, "training", positive_float,
                                     "learning rate of the value warm-up")
     num_envs_per_env_runner: int = option(1, "env_runners", positive_int,
                                           "vectorised envs sampled together")
