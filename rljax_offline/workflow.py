@@ -49,12 +49,14 @@ def cartpole_bc_config(data: str, seed: int = 0, **training) -> BCConfig:
 
 class Run(NamedTuple):
     """A training run until the target: its curve `[(x, return)]`, where it got there
-    (`None`: it did not) and its wall time."""
+    (`None`: it did not), its wall time, and the part of it spent building the algorithm
+    (compiling; for fine-tuning also loading the checkpoint and the value warm-up)."""
 
     algo: object
     curve: list
     reached_at: int | None
     seconds: float
+    build_seconds: float
 
 
 def train_ppo_until(config: PPOConfig, target: float = TARGET, max_env_steps: int = 150_000,
@@ -62,6 +64,7 @@ def train_ppo_until(config: PPOConfig, target: float = TARGET, max_env_steps: in
     """PPO iterations until the sampled return mean reaches `target`; x is env steps."""
     t0 = time.perf_counter()
     algo = config.build()
+    built = time.perf_counter() - t0
     curve: list = []
     reached = None
     while algo.env_steps_sampled < max_env_steps:
@@ -74,7 +77,7 @@ def train_ppo_until(config: PPOConfig, target: float = TARGET, max_env_steps: in
         if ret >= target:
             reached = algo.env_steps_sampled
             break
-    return Run(algo, curve, reached, time.perf_counter() - t0)
+    return Run(algo, curve, reached, time.perf_counter() - t0, built)
 
 
 def train_bc_until(config: BCConfig, target: float = TARGET, max_iterations: int = 10,
@@ -82,6 +85,7 @@ def train_bc_until(config: BCConfig, target: float = TARGET, max_iterations: int
     """BC iterations until the evaluation return mean reaches `target`; x is updates."""
     t0 = time.perf_counter()
     algo = config.build()
+    built = time.perf_counter() - t0
     curve: list = []
     reached = None
     for _ in range(max_iterations):
@@ -95,4 +99,4 @@ def train_bc_until(config: BCConfig, target: float = TARGET, max_iterations: int
         if ret >= target:
             reached = updates
             break
-    return Run(algo, curve, reached, time.perf_counter() - t0)
+    return Run(algo, curve, reached, time.perf_counter() - t0, built)

@@ -5,6 +5,7 @@ continuing rollouts, the epoch program, config defaults, named errors)."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -107,6 +108,13 @@ def test_fine_tuning_starts_from_the_bc_policy_with_a_warm_value(recorded, tmp_p
     assert warm["vf_loss"] < 0.1 * warm["vf_loss_mean"], warm
     first = algo.train()
     assert first["learners"]["default_policy"]["vf_explained_var"] > 0.0
+    assert first["fine_tuned_from"] == str(tmp_path / "bc")
+    # The fine-tuned checkpoint stands alone: restoring it does not need the BC checkpoint.
+    algo.save(str(tmp_path / "tuned"))
+    shutil.rmtree(tmp_path / "bc")
+    back = Algorithm.from_checkpoint(str(tmp_path / "tuned"))
+    assert back.iteration == 1 and back.history[-1]["fine_tuned_from"] == str(tmp_path / "bc")
+    back.stop()
     algo.stop()
     bc.stop()
 
@@ -244,3 +252,18 @@ def test_a_policy_for_other_spaces_is_a_named_error_before_recording(tmp_path):
     with pytest.raises(PolicyMismatchError, match="observation space"):
         PPOConfig().environment("CartPole-v1").training(
             init_policy_from=str(tmp_path / "pendulum_bc"), value_warmup_updates=0).build()
+
+
+def test_workflow_figure_and_demo_full_flag(tmp_path):
+    from rljax_offline.cli import build_parser
+    from rljax_offline.plotting import save_workflow_curves
+
+    path = save_workflow_curves([(2048, 20.0), (4096, 60.0)], [(50, 300.0), (100, 480.0)],
+                                [(2048, 300.0), (4096, 470.0)], str(tmp_path / "w.png"),
+                                target=TARGET, data_return=490.0)
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    args = build_parser().parse_args(["demo", "--full", "--episodes", "30"])
+    assert args.full and args.episodes == 30
+    args = build_parser().parse_args(["record", "--policy", "ckpt", "--output", "o"])
+    assert args.policy == "ckpt" and not args.explore

@@ -22,6 +22,7 @@ value network is first fitted to the offline data's returns-to-go (`value_warmup
 from __future__ import annotations
 
 import collections
+import dataclasses
 import time
 
 import jax
@@ -52,8 +53,12 @@ class PPO(Algorithm):
         self._recent = collections.deque(maxlen=config.metrics_num_episodes_for_smoothing)
         self.env_steps_sampled = 0
         self.warmup_metrics: dict = {}
+        self.fine_tuned_from = config.init_policy_from
         if config.init_policy_from is not None:
             self._start_from(config.init_policy_from)
+            # Saved checkpoints hold the started-from weights: restoring one must not need
+            # (or re-read) the original checkpoint.
+            self.config = dataclasses.replace(self.config, init_policy_from=None)
 
     # ------------------------------------------------------------------ fine-tuning
 
@@ -172,6 +177,7 @@ class PPO(Algorithm):
                                              "learner_update_timer": update_s / num_updates}},
             "num_env_steps_sampled_lifetime": self.env_steps_sampled,
             "num_devices": len(self.devices),
+            "fine_tuned_from": self.fine_tuned_from,
         }
         interval = c.evaluation_interval
         if interval and self.iteration % interval == 0:
