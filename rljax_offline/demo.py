@@ -112,7 +112,7 @@ def run_full_demo(out_dir: str = "demo_output", num_episodes: int = 500, seed: i
 
     tuned = train_ppo_until(cartpole_ppo_config(seed, lr=3e-4,
                                                 init_policy_from=paths["bc_clone"]),
-                            emit=emit)
+                            emit=emit, min_iterations=8)
     tuned.algo.stop()
     figure = save_workflow_curves(ppo.curve, bc.curve, tuned.curve,
                                   os.path.join(out_dir, "workflow.png"), target=TARGET,

@@ -60,8 +60,9 @@ class Run(NamedTuple):
 
 
 def train_ppo_until(config: PPOConfig, target: float = TARGET, max_env_steps: int = 150_000,
-                    emit=None) -> Run:
-    """PPO iterations until the sampled return mean reaches `target`; x is env steps."""
+                    emit=None, min_iterations: int = 1) -> Run:
+    """PPO iterations until the sampled return mean reaches `target` (and at least
+    `min_iterations` ran: a curve that shows the return holding); x is env steps."""
     t0 = time.perf_counter()
     algo = config.build()
     built = time.perf_counter() - t0
@@ -74,8 +75,9 @@ def train_ppo_until(config: PPOConfig, target: float = TARGET, max_env_steps: in
         if emit:
             emit({"step": "ppo", "iteration": algo.iteration,
                   "env_steps": algo.env_steps_sampled, "episode_return_mean": round(ret, 1)})
-        if ret >= target:
+        if ret >= target and reached is None:
             reached = algo.env_steps_sampled
+        if reached is not None and algo.iteration >= min_iterations:
             break
     return Run(algo, curve, reached, time.perf_counter() - t0, built)
 
