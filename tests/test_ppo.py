@@ -267,3 +267,18 @@ def test_workflow_figure_and_demo_full_flag(tmp_path):
     assert args.full and args.episodes == 30
     args = build_parser().parse_args(["record", "--policy", "ckpt", "--output", "o"])
     assert args.policy == "ckpt" and not args.explore
+
+
+def test_ppo_samples_and_trains_box_actions_over_two_devices():
+    algo = (PPOConfig().environment("Pendulum-v1").env_runners(num_envs_per_env_runner=4)
+            .training(train_batch_size_per_learner=256, minibatch_size=64, num_epochs=2)
+            .rl_module(model_config={"fcnet_hiddens": [16]}).learners(num_devices=2)).build()
+    result = algo.train()
+    learner = result["learners"]["default_policy"]
+    assert learner["num_module_steps_trained"] == 2 * 4 * 64
+    assert all(np.isfinite(learner[k]) for k in ("policy_loss", "vf_loss", "entropy"))
+    # Pendulum's squared errors are large: RLlib's default vf_clip_param=10 clips them.
+    assert learner["vf_loss"] <= 10.0
+    assert result["env_runners"]["num_env_steps_sampled"] >= 256
+    assert np.isnan(result["env_runners"]["episode_return_mean"])  # no episode ended yet
+    algo.stop()
