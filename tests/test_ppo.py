@@ -249,6 +249,12 @@ def test_a_policy_for_other_spaces_is_a_named_error_before_recording(tmp_path):
         record_policy("CartPole-v1", str(tmp_path / "pendulum_bc"), str(out), num_episodes=2,
                       progress=False)
     assert not out.exists() or not any(out.iterdir())
+    env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-m", "rljax_offline.cli", "record", "--policy",
+                           str(tmp_path / "pendulum_bc"), "--output", str(out)],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 2 and "observation space" in proc.stderr, proc.stderr
+    assert not out.exists() or not any(out.iterdir())
     with pytest.raises(PolicyMismatchError, match="observation space"):
         PPOConfig().environment("CartPole-v1").training(
             init_policy_from=str(tmp_path / "pendulum_bc"), value_warmup_updates=0).build()
