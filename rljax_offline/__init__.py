@@ -1,5 +1,5 @@
 """rljax_offline: RLlib's offline RL stack (episodes, connectors, Parquet data, BC, MARWIL,
-CQL, IQL) in JAX.
+CQL, IQL, PPO) in JAX.
 
 The public names are all importable from here. Episodes, batches and spaces load eagerly (they
 are light); the rest (algorithms, data I/O, runners, export, logging) load on first use, so
@@ -26,6 +26,7 @@ _LAZY = {
     "register_algorithm": ("rljax_offline.algorithms.registry", "register"),
     "BCConfig": "rljax_offline.learners.bc",
     "MARWILConfig": "rljax_offline.learners.marwil",
+    "PPOConfig": "rljax_offline.learners.ppo",
     "CQLConfig": "rljax_offline.learners.cql",
     "IQLConfig": "rljax_offline.learners.iql",
     "run_training": "rljax_offline.training_loop",
@@ -39,6 +40,7 @@ _LAZY = {
     "ConnectorPolicy": "rljax_offline.runners.acting",
     "PipelinePolicy": "rljax_offline.runners.acting",
     "record_expert": "rljax_offline.runners.env_runner",
+    "record_policy": "rljax_offline.runners.env_runner",
     # data: readers, writers, conversions
     "OfflineDataError": "rljax_offline.data.errors",
     "SkipReport": "rljax_offline.data.reader",
@@ -81,6 +83,7 @@ __all__ = [  # every public name; tests/test_public_api.py checks each resolves
     "ExportError",
     "IQLConfig",
     "MARWILConfig",
+    "PPOConfig",
     "OfflineDataError",
     "PipelinePolicy",
     "PolicyParts",
@@ -100,6 +103,7 @@ __all__ = [  # every public name; tests/test_public_api.py checks each resolves
     "read_episodes",
     "read_sample_batch_json",
     "record_expert",
+    "record_policy",
     "register_algorithm",
     "run_training",
     "sample_timesteps",

@@ -104,6 +104,9 @@ def env_id(text: str) -> str:
     return text
 
 
+EXPERT_ENVS = ("CartPole-v1", "Pendulum-v1")  # envs with a shipped scripted expert
+
+
 class UsageError(ValueError):
     """Flags that parse one by one but make no sense together (exit code 2)."""
 
@@ -144,7 +147,7 @@ def _read_kwargs(args) -> dict:
 
 def cmd_record(args) -> int:
     from rljax_offline.data.errors import OutputExistsError
-    from rljax_offline.runners.env_runner import record_expert
+    from rljax_offline.runners.env_runner import record_expert, record_policy
 
     if os.path.exists(args.output) and not os.path.isdir(args.output):
         raise OutputExistsError(f"--output {args.output!r} is an existing file; record writes "
@@ -154,12 +157,21 @@ def cmd_record(args) -> int:
     if args.compress_columns and not args.tabular:
         raise UsageError("--compress-columns compresses tabular columns: add --tabular")
     t0 = time.perf_counter()
-    files = record_expert(args.env, args.output, num_episodes=args.episodes, seed=args.seed,
-                          output_write_episodes=not args.tabular,
-                          output_max_rows_per_file=args.max_rows_per_file,
-                          output_compress_columns=args.compress_columns,
-                          rllib_layout=args.rllib_layout, num_envs=args.num_envs)
+    write = dict(output_write_episodes=not args.tabular,
+                 output_max_rows_per_file=args.max_rows_per_file,
+                 output_compress_columns=args.compress_columns, rllib_layout=args.rllib_layout)
+    if args.policy is None:
+        if args.env not in EXPERT_ENVS:
+            raise UsageError(f"no scripted expert for {args.env!r} (have {list(EXPERT_ENVS)}): "
+                             "give --policy CHECKPOINT to record a trained policy")
+        files = record_expert(args.env, args.output, num_episodes=args.episodes,
+                              seed=args.seed, num_envs=args.num_envs, **write)
+    else:
+        files = record_policy(args.env, args.policy, args.output, num_episodes=args.episodes,
+                              seed=args.seed, num_envs=args.num_envs, explore=args.explore,
+                              **write)
     _emit({"command": "record", "env": args.env, "output": args.output,
+           "policy": args.policy or "scripted expert",
            "episodes": args.episodes, "files": len(files),
            "seconds": round(time.perf_counter() - t0, 2)})
     return 0
@@ -257,10 +269,11 @@ def cmd_export(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from rljax_offline.demo import run_demo
+    from rljax_offline.demo import run_demo, run_full_demo
 
-    run_demo(out_dir=args.out, num_episodes=args.episodes, seed=args.seed,
-             progress=not args.quiet, emit=_emit)
+    (run_full_demo if args.full else run_demo)(
+        out_dir=args.out, num_episodes=args.episodes, seed=args.seed,
+        progress=not args.quiet, emit=_emit)
     return 0
 
 
@@ -298,12 +311,22 @@ def _add_algorithm_options(p: argparse.ArgumentParser, algo: str) -> None:
         if f.name in base:
             continue
         default = cls.__dataclass_fields__[f.name].default
-        kind = {bool: _parse_bool, int: int, float: finite_float}.get(type(default),
-                                                                      finite_float)
+        kind = _flag_type(f.type, default)
         group.add_argument(f"--{f.name.rstrip('_').replace('_', '-')}", dest=f"algo__{f.name}",
                            type=kind, default=argparse.SUPPRESS,
                            metavar=type(default).__name__ if default is not None else "VALUE",
                            help=f"{f.metadata['doc']} (default: {default})")
+
+
+def _flag_type(annotation, default):
+    """The argparse type of a config option, from its annotation (a string under
+    `from __future__ import annotations`) or, failing that, its default."""
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    for name, kind in (("bool", _parse_bool), ("int", int), ("float", finite_float),
+                       ("str", str)):
+        if text.split("|")[0].strip() == name:
+            return kind
+    return {bool: _parse_bool, int: int, float: finite_float, str: str}.get(type(default), str)
 
 
 def _parse_bool(text: str) -> bool:
@@ -326,12 +349,20 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND",
                             parser_class=_Parser)
 
-    p = _sub(sub, "record", "record a scripted expert's episodes to Parquet",
+    p = _sub(sub, "record", "record episodes of a scripted expert, or of a trained policy "
+             "(--policy CHECKPOINT), to Parquet",
              "  rljax-offline record --output data/cartpole --episodes 200\n"
-             "  rljax-offline record --output data/tab --tabular --max-rows-per-file 10000",
+             "  rljax-offline record --output data/tab --tabular --max-rows-per-file 10000\n"
+             "  rljax-offline record --env CartPole-v1 --policy runs/ppo/checkpoint "
+             "--output data/ppo",
              cmd_record)
-    p.add_argument("--env", default="CartPole-v1", choices=["CartPole-v1", "Pendulum-v1"],
-                   help="gymnasium env id (one with a shipped scripted expert)")
+    p.add_argument("--env", default="CartPole-v1", type=env_id,
+                   help=f"gymnasium env id (scripted experts: {', '.join(EXPERT_ENVS)})")
+    p.add_argument("--policy", default=None, metavar="CHECKPOINT",
+                   help="record this checkpoint's policy (any algorithm) instead of the "
+                        "scripted expert")
+    p.add_argument("--explore", action="store_true",
+                   help="with --policy: sample actions instead of acting greedily")
     p.add_argument("--output", required=True, help="folder or URI (s3://...) to write into")
     p.add_argument("--episodes", type=positive_int, default=500,
                    help="number of complete episodes to record")
@@ -459,6 +490,9 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
     p.add_argument("--seed", type=non_negative_int, default=0,
                    help="seed of recording and training")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--full", action="store_true",
+                   help="RLlib's whole guide: train a PPO expert, record from its checkpoint, "
+                        "clone it with BC, fine-tune the clone with PPO, one figure")
     return ap
 
 

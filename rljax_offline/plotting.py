@@ -126,3 +126,35 @@ def save_return_histogram(returns: dict[str, Sequence[float]], path: str,
     ax.set_title(title)
     ax.legend()
     return _save_atomic(plt, fig, path)
+
+
+def save_workflow_curves(ppo: Sequence[tuple], bc: Sequence[tuple], finetuned: Sequence[tuple],
+                         path: str, *, target: float | None = None,
+                         data_return: float | None = None,
+                         title: str = "CartPole-v1: PPO expert -> record -> BC -> fine-tune"
+                         ) -> str:
+    """RLlib's offline-data guide in one figure: episode return against env steps for PPO
+    from scratch and PPO fine-tuned from the BC clone (left), and the BC clone's evaluation
+    return against its updates, beside the recorded data's mean return (right).
+    Curves are `[(x, return)]`."""
+    plt, fig, (left, right) = _figure(2)
+    for name, curve, style in (("PPO from scratch", ppo, "-"),
+                               ("PPO fine-tuned from BC", finetuned, "-")):
+        if curve:
+            x, y = zip(*curve)
+            left.plot(x, y, style, marker=".", label=name)
+    left.set_xlabel("env steps sampled")
+    left.set_ylabel("episode return mean")
+    if bc:
+        x, y = zip(*bc)
+        right.plot(x, y, marker="o", color="tab:green", label="BC on the recording")
+    if data_return is not None:
+        right.axhline(data_return, color="tab:gray", ls=":", label="recorded data mean")
+    right.set_xlabel("BC updates")
+    right.set_ylabel("evaluation return mean")
+    for ax in (left, right):
+        if target is not None:
+            ax.axhline(target, color="tab:red", ls="--", lw=1, label=f"target {target:g}")
+        ax.legend(loc="lower right")
+    fig.suptitle(title)
+    return _save_atomic(plt, fig, path)

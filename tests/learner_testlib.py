@@ -13,6 +13,7 @@ from rljax_offline import spaces as sp
 from rljax_offline.experts import cartpole_expert
 from rljax_offline.learners.bc import BCConfig
 from rljax_offline.learners.marwil import MARWILConfig, make_optimizer
+from rljax_offline.learners.ppo import PPOConfig
 from rljax_offline.models.policy import make_policy
 
 DISCRETE = (gym.spaces.Box(-5, 5, (4,), np.float32), gym.spaces.Discrete(2))
@@ -25,11 +26,17 @@ ALGORITHM_CASES = [
     ("bc-box", BCConfig().rl_module(model_config=SMALL_MODEL), BOX),
     ("marwil-discrete", MARWILConfig().rl_module(model_config=SMALL_MODEL), DISCRETE),
     ("marwil-box", MARWILConfig().rl_module(model_config=SMALL_MODEL), BOX),
+    ("ppo-discrete", PPOConfig().rl_module(model_config=SMALL_MODEL), DISCRETE),
+    ("ppo-box", PPOConfig().rl_module(model_config=SMALL_MODEL), BOX),
 ]
 
+# Cases whose algorithm trains from offline data (the resume-from-data tests run over these;
+# PPO samples its own data online: tests/test_ppo.py covers its checkpoints).
+OFFLINE_ALGORITHM_CASES = [c for c in ALGORITHM_CASES if c[1].algo_name != "ppo"]
 
-def case_ids():
-    return [c[0] for c in ALGORITHM_CASES]
+
+def case_ids(cases=None):
+    return [c[0] for c in (ALGORITHM_CASES if cases is None else cases)]
 
 
 def random_columns(columns, obs_space, act_space, n, seed=0):
@@ -54,6 +61,10 @@ def random_columns(columns, obs_space, act_space, n, seed=0):
         "returns_to_go": lambda: (10 * rng.random(n)).astype(np.float32),
         "bootstrap_discount": lambda: (rng.random(n) * (rng.random(n) < 0.3)).astype(
             np.float32),
+        "action_logp": lambda: np.log(rng.uniform(0.2, 0.9, n)).astype(np.float32),
+        "advantages": lambda: rng.normal(size=n).astype(np.float32),
+        "value_targets": lambda: (10 * rng.random(n)).astype(np.float32),
+        "vf_preds": lambda: (10 * rng.random(n)).astype(np.float32),
     }
     missing = [c for c in columns if c not in makers]
     assert not missing, f"learner_testlib has no random maker for columns {missing}"

@@ -167,10 +167,13 @@ class Algorithm:
                     input_filesystem_kwargs=c.input_filesystem_kwargs,
                     on_bad_file=c.on_bad_file, observation_space=self._obs_space)
 
-    def _columns(self, episodes: list[Episode], connector_state: Any, fit: bool):
+    def _columns(self, episodes: list[Episode], connector_state: Any, fit: bool,
+                 params: Any = None, apply: Any = None, columns: tuple | None = None):
         """The learner's columns of `episodes` (padding rows dropped), and the connector
-        state (fitted on `episodes` first when `fit`)."""
-        apply = self._learner_apply
+        state (fitted on `episodes` first when `fit`). `params` reach the pieces through the
+        context (on-policy pieces such as GAE read the value network); `apply` and `columns`
+        replace the learner pipeline and the columns kept (a warm-up pass of another loss)."""
+        apply = apply or self._learner_apply
         episodes = sorted(episodes, key=len)
         groups = [episodes[i:i + _EPISODES_PER_BATCH]
                   for i in range(0, len(episodes), _EPISODES_PER_BATCH)]
@@ -178,11 +181,11 @@ class Algorithm:
                    for g in groups]
         if fit and jax.tree_util.tree_leaves(connector_state):
             for eb in batches:
-                _, _, connector_state = apply(connector_state, eb, {}, Context())
-        wanted = self.learner.columns
+                _, _, connector_state = apply(connector_state, eb, {}, Context(params=params))
+        wanted = columns or self.learner.columns
         cols: dict[str, list] = {k: [] for k in wanted}
         for eb in batches:
-            _, batch, _ = apply(connector_state, eb, {}, Context(frozen=True))
+            _, batch, _ = apply(connector_state, eb, {}, Context(frozen=True, params=params))
             missing = [k for k in wanted if k not in batch]
             if missing:
                 raise KeyError(f"the {self.algo_name} learner reads columns {missing} that the "

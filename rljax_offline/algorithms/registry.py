@@ -16,6 +16,7 @@ from rljax_offline.algorithms.config import AlgorithmConfig
 _BUILTIN = {
     "bc": "rljax_offline.learners.bc:BCConfig",
     "marwil": "rljax_offline.learners.marwil:MARWILConfig",
+    "ppo": "rljax_offline.learners.ppo:PPOConfig",
 }
 _REGISTERED: dict[str, type] = {}
 

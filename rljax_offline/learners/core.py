@@ -377,6 +377,33 @@ class DataParallel:
 
         return per_device
 
+    def _epoch_steps(self, num_epochs: int):
+        B = self.batch_size
+
+        def per_device(state, data):
+            n = jax.tree_util.tree_leaves(data)[0].shape[0]
+            if n < B:
+                raise ValueError(f"{n} rows cannot fill one minibatch of {B}")
+            num_minibatches = n // B
+
+            def epoch(state, _):
+                rng, key = jax.random.split(state.rng)
+                order = jax.random.permutation(key, n)[:num_minibatches * B]
+
+                def minibatch(state, idx):
+                    batch = jax.tree_util.tree_map(
+                        lambda x: jnp.take(x, self._my_rows(idx), axis=0), data)
+                    return self._step_with_keys(state, batch)
+
+                return lax.scan(minibatch, state._replace(rng=rng),
+                                order.reshape(num_minibatches, B))
+
+            state, metrics = lax.scan(epoch, state, None, length=num_epochs)
+            metrics = jax.tree_util.tree_map(lambda x: x.reshape(-1, *x.shape[2:]), metrics)
+            return state, _last_and_mean(metrics)
+
+        return per_device
+
     def _compile(self, per_device, batch_spec):
         """`per_device(state, batch)` for this mode: replicated state in and out, the batch
         sharded (`batch_spec=P(AXIS)`) or replicated (`P()`)."""
@@ -409,6 +436,15 @@ class DataParallel:
         equal-length arrays, replicated on every device); every device draws the same
         indices and takes its own slice. Metrics: the last update's, plus `*_mean` over all."""
         return self._compile(self._sample_steps(num_updates), P())
+
+    def epochs_on_device(self, num_epochs: int):
+        """`(state, data) -> (state, metrics)`: on-policy epochs (PPO) in one program: each
+        epoch a fresh permutation of `data`'s rows (replicated on every device) cut into
+        `len(data) // batch_size` global minibatches, one update each (rows past the last
+        full minibatch sit that epoch out). Metrics as `scan_on_device`."""
+        if num_epochs < 1:
+            raise ValueError(f"num_epochs must be >= 1, got {num_epochs}")
+        return self._compile(self._epoch_steps(num_epochs), P())
 
     def stream_updates(self, state: TrainState, batches: Iterator[dict], num_updates: int):
         """`num_updates` updates on global batches from `batches` (placed with

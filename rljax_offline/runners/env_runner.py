@@ -22,6 +22,7 @@ import gymnasium as gym
 import jax
 import numpy as np
 
+from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.episode import Episode
 from rljax_offline.episode_builder import EpisodeBuilder
 
@@ -135,6 +136,62 @@ class EnvRunner:
                         yield builders[i].finalize()
                 return
 
+    def sample_continuing(self, num_timesteps: int
+                          ) -> tuple[list[Episode], list[tuple[float, int]]]:
+        """On-policy sampling (PPO): steps the envs until `num_timesteps` steps were taken,
+        *continuing* the episodes the previous call left running (RLlib's env runners keep
+        their envs between iterations). Returns `(chunks, finished)`: every piece of
+        experience of this call (finished episodes' last chunks, and not-done chunks of the
+        running ones, cut here and continued next call), and the episodes that finished
+        this call, as `(return, length)` of the whole episode (the episode metrics)."""
+        if num_timesteps < 1:
+            raise ValueError(f"num_timesteps must be >= 1, got {num_timesteps}")
+        live = getattr(self, "_live", None)
+        if live is None:
+            obs, _ = self.venv.reset(seed=self.seed + self._resets)
+            self._resets += 1
+            builders = [self._new_builder() for _ in range(self.num_envs)]
+            for i, b in enumerate(builders):
+                b.add_env_reset(obs[i])
+            live = self._live = {"obs": obs, "builders": builders,
+                                 "pending": np.zeros(self.num_envs, bool),
+                                 "whole": [[] for _ in range(self.num_envs)]}
+        obs, builders, pending, whole = (live["obs"], live["builders"], live["pending"],
+                                         live["whole"])
+        chunks: list[Episode] = []
+        finished: list[tuple[float, int]] = []
+        steps = 0
+        while steps < num_timesteps:
+            actions, extras = self._act(builders, obs)
+            obs, rew, term, trunc, _ = self.venv.step(actions)
+            for i in range(self.num_envs):
+                if pending[i]:  # NEXT_STEP autoreset: this step only reset env i
+                    builders[i] = self._new_builder()
+                    builders[i].add_env_reset(obs[i])
+                    pending[i] = False
+                    continue
+                emo = None if extras is None else {k: np.asarray(v)[i] for k, v in
+                                                   extras.items()}
+                builders[i].add_env_step(obs[i], actions[i], float(rew[i]),
+                                         terminated=bool(term[i]), truncated=bool(trunc[i]),
+                                         extra_model_outputs=emo)
+                steps += 1
+                if term[i] or trunc[i]:
+                    pending[i] = True
+                    last = builders[i].finalize()
+                    chunks.append(last)
+                    finished.append((sum(r for r, _ in whole[i]) + last.get_return(),
+                                     sum(n for _, n in whole[i]) + len(last)))
+                    whole[i] = []
+        for i in range(self.num_envs):
+            if not pending[i] and len(builders[i]):
+                chunk = builders[i].finalize()
+                chunks.append(chunk)
+                whole[i].append((chunk.get_return(), len(chunk)))
+                builders[i] = builders[i].cut()
+        live["obs"] = obs
+        return chunks, finished
+
     def sample(self, *, num_episodes: int | None = None,
                num_timesteps: int | None = None) -> list[Episode]:
         return list(self.episodes(num_episodes, num_timesteps))
@@ -190,3 +247,47 @@ def record_expert(env_id: str, output: str, *, num_episodes: int = 500, seed: in
                              **write_options)
     finally:
         runner.close()
+
+
+class PolicyMismatchError(ConfigError):
+    """A checkpoint's policy was trained for other observation or action spaces (or another
+    network) than it is asked to act in (a usage error: exit code 2 on the command line)."""
+
+
+def check_policy_spaces(policy_spaces: Any, observation_space: gym.Space,
+                        action_space: gym.Space, checkpoint: str) -> None:
+    """A named error, before anything runs, when the checkpoint's policy cannot act in an
+    env with these spaces."""
+    from rljax_offline.connectors import Spaces
+
+    env_spaces = Spaces.of(observation_space, action_space)
+    for what in ("observation", "action"):
+        theirs, ours = getattr(policy_spaces, what), getattr(env_spaces, what)
+        if theirs != ours:
+            raise PolicyMismatchError(f"checkpoint {checkpoint!r} holds a policy for the {what} "
+                                      f"space {theirs}, but the env has {ours}")
+
+
+def record_policy(env: Any, checkpoint: str, output: str, *, num_episodes: int = 500,
+                  seed: int = 0, num_envs: int = 8, explore: bool = False,
+                  env_config: dict | None = None, progress: bool = True,
+                  **write_options) -> list[str]:
+    """Records episodes of a trained policy to Parquet, as RLlib's guide does with its PPO
+    expert: `checkpoint` is a checkpoint of any registered algorithm (PPO, BC, MARWIL, CQL,
+    IQL, ...), acting greedily unless `explore`. A policy for other spaces than `env`'s is a
+    `PolicyMismatchError` before any episode is recorded. Returns the files written."""
+    from rljax_offline.algorithms.algorithm import Algorithm
+
+    algo = Algorithm.from_checkpoint(checkpoint)
+    runner = None
+    try:
+        runner = EnvRunner(env, algo.actor(explore), num_envs=num_envs, seed=seed,
+                           env_config=env_config)
+        check_policy_spaces(algo.spaces, runner.observation_space, runner.action_space,
+                            checkpoint)
+        return runner.record(output, num_episodes=num_episodes, progress=progress,
+                             **write_options)
+    finally:
+        if runner is not None:
+            runner.close()
+        algo.stop()

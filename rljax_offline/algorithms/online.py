@@ -1,0 +1,229 @@
+"""`PPO`: the online algorithm of RLlib's offline-data guide (train an expert to record from,
+and fine-tune a cloned policy).
+
+Everything around the learner is the offline `Algorithm`'s (spaces, connector pipelines,
+acting, evaluation, checkpoints); what differs is where the data comes from. Each `train()`:
+
+1. samples `train_batch_size_per_learner` env steps with the exploring policy from
+   `num_envs_per_env_runner` gymnasium vector envs (`EnvRunner.sample_continuing`: episodes
+   continue across iterations, as in RLlib's env runners) into `Episode` chunks;
+2. runs the learner pipeline on them with the current params (its GAE piece reads V);
+3. standardizes the advantages over the batch and runs `num_epochs` epochs of
+   `minibatch_size` updates in one jitted program (`DataParallel.epochs_on_device`: a
+   `lax.scan` over epochs and minibatches, data-parallel over the selected devices);
+4. adapts the KL coefficient and reports RLlib's metrics (`env_runners/episode_return_mean`
+   over the last `metrics_num_episodes_for_smoothing` finished episodes, ...).
+
+Fine-tuning: with `init_policy_from=<checkpoint>` the policy starts from that checkpoint's
+policy weights (any registered algorithm: they all keep them in `params["policy"]`), and the
+value network is first fitted to the offline data's returns-to-go (`value_warmup_updates`).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import time
+
+import jax
+import numpy as np
+
+from rljax_offline.algorithms.algorithm import MODULE_ID, Algorithm, _PolicyView
+from rljax_offline.algorithms.config import ConfigError
+from rljax_offline.connectors import default_learner, pipeline
+from rljax_offline.learners.core import DataParallel, init_state
+from rljax_offline.learners.marwil import add_returns_to_go
+from rljax_offline.learners.ppo import standardize
+from rljax_offline.runners.env_runner import PolicyMismatchError, check_policy_spaces
+
+_WARMUP_BATCH = 1024
+
+
+class PPO(Algorithm):
+    """Online PPO (see the module docstring). Build with `PPOConfig().build()`."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        # PPO's updates take minibatches; the train batch is the sampled rollout.
+        self.dp = DataParallel(self.learner, self.devices, config.minibatch_size,
+                               mode=config.update_mode)
+        self._epochs = None
+        self._sampler = None
+        self._sampling_actor = None
+        self._recent = collections.deque(maxlen=config.metrics_num_episodes_for_smoothing)
+        self.env_steps_sampled = 0
+        self.warmup_metrics: dict = {}
+        self.fine_tuned_from = config.init_policy_from
+        if config.init_policy_from is not None:
+            self._start_from(config.init_policy_from)
+            # Saved checkpoints hold the started-from weights: restoring one must not need
+            # (or re-read) the original checkpoint.
+            self.config = dataclasses.replace(self.config, init_policy_from=None)
+
+    # ------------------------------------------------------------------ fine-tuning
+
+    def _start_from(self, path: str) -> None:
+        """Policy weights from a checkpoint of any algorithm, then the value warm-up."""
+        src = Algorithm.from_checkpoint(path)
+        try:
+            check_policy_spaces(src.spaces, *self.spaces, path)
+            policy = jax.device_get(src.state.params["policy"])
+        finally:
+            src.stop()
+        mine = jax.device_get(self.state.params["policy"])
+        shapes = lambda t: jax.tree_util.tree_map(np.shape, t)
+        if shapes(policy) != shapes(mine):
+            raise PolicyMismatchError(f"checkpoint {path!r}: its policy network has other "
+                                      f"shapes than this config's model_config "
+                                      f"{self.config.model_config}")
+        params = {**jax.device_get(self.state.params), "policy": policy}
+        self.state = self.dp.put_replicated(self.state._replace(params=params))
+        if self.config.value_warmup_updates:
+            self._warm_up_value()
+
+    def _warm_up_value(self) -> None:
+        c = self.config
+        if c.input_ is None:
+            raise ConfigError("value warm-up needs offline data: the checkpoint names none; "
+                              "set offline_data(input_=...) or value_warmup_updates=0")
+        custom = list(c.learner_connector(self.spaces)) if c.learner_connector else []
+        base = default_learner(self.spaces, *custom,
+                               add_default_connectors=c.add_default_connectors_to_learner_pipeline)
+        warm = pipeline(base, add_returns_to_go(c.gamma))
+        learner = c.value_warmup_learner(base.out_spaces(self.spaces).observation)
+        episodes = self._prelearned(list(self._episode_stream(0, shuffle=False)))
+        cols, _ = self._columns(episodes, warm.init(self.spaces), fit=False,
+                                apply=jax.jit(warm.apply), columns=learner.columns)
+        dp = DataParallel(learner, self.devices, _WARMUP_BATCH, mode=c.update_mode)
+        state = init_state(learner, c.seed)
+        state = state._replace(params={"value": jax.device_get(self.state.params["value"])})
+        state, metrics = dp.scan_on_device(c.value_warmup_updates)(
+            dp.put_replicated(state), dp.put_replicated(cols))
+        params = {**jax.device_get(self.state.params),
+                  "value": jax.device_get(state.params["value"])}
+        self.state = self.dp.put_replicated(self.state._replace(params=params))
+        self.warmup_metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+
+    # ------------------------------------------------------------------ sampling
+
+    def _explorer(self):
+        """The exploring (sampling) policy, compiled once; its params follow the state."""
+        from rljax_offline.runners.acting import ConnectorPolicy
+
+        if self._sampling_actor is None:
+            self._sampling_actor = ConnectorPolicy(
+                _PolicyView(self.learner), None, self.spaces, self.env_to_module_connector,
+                None, self.module_to_env_connector,
+                lookback=self.config.episode_lookback_horizon, explore=True)
+        self._sampling_actor.params = jax.device_get(self.state.params)
+        self._sampling_actor.e2m_state = self._e2m_state()
+        return self._sampling_actor
+
+    def sample(self):
+        """One iteration's rollouts: `(episode chunks, [(return, length)] finished)`."""
+        from rljax_offline.runners.env_runner import EnvRunner
+
+        c = self.config
+        actor = self._explorer()
+        if self._sampler is None:
+            self._sampler = EnvRunner(c.env, actor, num_envs=c.num_envs_per_env_runner,
+                                      seed=c.seed + 1_000 * self.iteration,
+                                      env_config=c.env_config)
+        self._sampler.policy = actor
+        return self._sampler.sample_continuing(c.train_batch_size_per_learner)
+
+    def load_data(self) -> None:
+        """Online: there is nothing to read (the value warm-up reads at build time)."""
+
+    # ------------------------------------------------------------------ training
+
+    def train(self) -> dict:
+        t0 = time.perf_counter()
+        c = self.config
+        chunks, finished = self.sample()
+        sample_s = time.perf_counter() - t0
+        steps = sum(len(ep) for ep in chunks)
+        params = jax.device_get(self.state.params)
+        cols, cstate = self._columns(chunks, jax.device_get(self.state.connector_state),
+                                     fit=True, params=params)
+        n = c.train_batch_size_per_learner  # a fixed shape: one compiled epoch program
+        cols = jax.tree_util.tree_map(lambda x: x[:n], cols)
+        cols["advantages"] = standardize(cols["advantages"])
+        t_upd = time.perf_counter()
+        if self._epochs is None:
+            self._epochs = self.dp.epochs_on_device(c.num_epochs)
+        self.state = self.state._replace(connector_state=self.dp.put_replicated(cstate))
+        self.state, metrics = self._epochs(self.state, self.dp.put_replicated(cols))
+        metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+        if c.use_kl_loss:
+            self._adapt_kl_coeff(metrics["mean_kl_loss"])
+        update_s = time.perf_counter() - t_upd
+        self.iteration += 1
+        self.env_steps_sampled += steps
+        self._recent.extend(finished)
+        num_updates = c.num_epochs * (n // c.minibatch_size)
+        trained = num_updates * c.minibatch_size
+        extra = {k: float(v) for k, v in jax.device_get(self.state.extra).items()}
+        result = {
+            "training_iteration": self.iteration,
+            "algorithm": self.algo_name,
+            "env_runners": {**self._episode_metrics(), "num_episodes": len(finished),
+                            "num_env_steps_sampled": steps,
+                            "num_env_steps_sampled_lifetime": self.env_steps_sampled,
+                            "sample_time_s": sample_s},
+            "learners": {MODULE_ID: {**metrics, **extra, "num_module_steps_trained": trained,
+                                     "vf_explained_var": explained_variance(cols)},
+                         "__all_modules__": {"num_env_steps_trained": n,
+                                             "learner_update_timer": update_s / num_updates}},
+            "num_env_steps_sampled_lifetime": self.env_steps_sampled,
+            "num_devices": len(self.devices),
+            "fine_tuned_from": self.fine_tuned_from,
+        }
+        interval = c.evaluation_interval
+        if interval and self.iteration % interval == 0:
+            result["evaluation"] = {"env_runners": self.evaluate()}
+        result["time_this_iter_s"] = time.perf_counter() - t0
+        self.history.append(result)
+        return result
+
+    def _adapt_kl_coeff(self, kl: float) -> None:
+        """RLlib's rule: x1.5 when the KL overshoots 2 * kl_target, x0.5 below half of it."""
+        extra = jax.device_get(self.state.extra)
+        coeff = float(extra["curr_kl_coeff"])
+        if kl > 2.0 * self.config.kl_target:
+            coeff *= 1.5
+        elif kl < 0.5 * self.config.kl_target:
+            coeff *= 0.5
+        extra = {**extra, "curr_kl_coeff": np.float32(coeff)}
+        self.state = self.state._replace(extra=self.dp.put_replicated(extra))
+
+    def _episode_metrics(self) -> dict:
+        if not self._recent:
+            return {"episode_return_mean": float("nan"), "episode_len_mean": float("nan")}
+        returns = np.array([r for r, _ in self._recent])
+        return {"episode_return_mean": float(returns.mean()),
+                "episode_return_min": float(returns.min()),
+                "episode_return_max": float(returns.max()),
+                "episode_len_mean": float(np.mean([n for _, n in self._recent]))}
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def restore(self, path: str) -> None:
+        super().restore(path)
+        last = self.history[-1] if self.history else {}
+        self.env_steps_sampled = int(last.get("num_env_steps_sampled_lifetime", 0))
+
+    def stop(self) -> None:
+        super().stop()
+        if self._sampler is not None:
+            self._sampler.close()
+            self._sampler = None
+
+
+def explained_variance(cols: dict) -> float:
+    """RLlib's `vf_explained_var`: 1 - Var(target - V) / Var(target) on the train batch,
+    with the value predictions the advantages were computed from."""
+    var = np.var(cols["value_targets"])
+    if var == 0:
+        return float("nan")
+    return float(1.0 - np.var(cols["value_targets"] - cols["vf_preds"]) / var)

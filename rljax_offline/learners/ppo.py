@@ -1,0 +1,229 @@
+"""PPO (Schulman et al. 2017, "Proximal Policy Optimization Algorithms"), as RLlib has it.
+
+The learner: a policy and a separate value network (RLlib's default `vf_share_layers=False`),
+one optimizer over both (`default_optimizer`) and, per example,
+
+    -min(r * A, clip(r, 1 - clip_param, 1 + clip_param) * A)
+    + vf_loss_coeff * min((V(s) - value_target)**2, vf_clip_param)
+    - entropy_coeff * entropy + curr_kl_coeff * kl
+
+with `r = exp(logp - action_logp)` against the sampling policy's log-probability. `kl` is the
+per-sample estimate `(r - 1) - log r` of KL(old || new) (non-negative, unbiased); the KL
+coefficient adapts after every iteration as in RLlib (x1.5 above 2 * kl_target, x0.5 below
+kl_target / 2) and lives in `TrainState.extra`, so checkpoints keep it.
+
+Advantages come from `general_advantage_estimation`, a learner-pipeline piece (RLlib's
+`GeneralAdvantageEstimation`) that reads the value network from the context's params: PPO runs
+the learner pipeline on each iteration's rollouts with the current params
+(`rljax_offline.algorithms.online.PPO`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from rljax_offline.algorithms.config import (
+    AlgorithmConfig,
+    ConfigError,
+    boolean,
+    dict_or_none,
+    non_negative_float,
+    non_negative_int,
+    option,
+    optional,
+    positive_float,
+    positive_int,
+    probability,
+)
+from rljax_offline.connectors.common import flat
+from rljax_offline.connectors.core import Connector, stateless
+from rljax_offline.learners.core import Learner, Loss
+from rljax_offline.learners.marwil import make_optimizer
+from rljax_offline.models.networks import Network, value_network
+from rljax_offline.models.policy import make_policy
+
+PPO_COLUMNS = ("obs", "actions", "action_logp", "advantages", "value_targets", "vf_preds")
+
+
+def general_advantage_estimation(gamma: float, lambda_: float, value: Network) -> Connector:
+    """Learner piece: `advantages` (GAE(gamma, lambda_)) and `value_targets` (advantages +
+    V(s)) per step, from `V` of the value network in `ctx.params["value"]`. The value after
+    an episode's last step is `V(new_obs)` unless the episode terminated (a truncated or cut
+    episode bootstraps). Advantages are not standardized here: that is over the whole train
+    batch (see `standardize`)."""
+
+    def apply(episodes, batch, ctx):
+        if ctx.params is None or "value" not in ctx.params:
+            raise ValueError("general_advantage_estimation reads the value network from the "
+                             "context: run the pipeline with Context(params=...)")
+        B, T = episodes.batch_size, episodes.max_len
+        v_params = ctx.params["value"]
+        mask = batch["loss_mask"].reshape(B, T)
+        values = value.apply(v_params, batch["obs"]).reshape(B, T)
+        next_values = value.apply(v_params, batch["new_obs"]).reshape(B, T)
+        ends = batch["terminateds"].reshape(B, T)
+        rewards = batch["rewards"].reshape(B, T).astype(values.dtype)
+        deltas = rewards + gamma * jnp.where(ends, 0.0, next_values) - values
+        deltas = jnp.where(mask, deltas, 0.0)
+
+        def back(carry, x):
+            delta, m = x
+            adv = jnp.where(m, delta + gamma * lambda_ * carry, 0.0)
+            return adv, adv
+
+        _, adv = jax.lax.scan(back, jnp.zeros(B, values.dtype), (deltas.T, mask.T),
+                              reverse=True)
+        adv = adv.T
+        targets = jnp.where(mask, adv + values, 0.0)
+        return episodes, {**batch, "advantages": jax.lax.stop_gradient(flat(adv)),
+                          "value_targets": jax.lax.stop_gradient(flat(targets)),
+                          "vf_preds": jax.lax.stop_gradient(flat(values))}
+
+    return stateless(apply)
+
+
+def standardize(x, eps: float = 1e-8):
+    """Zero mean, unit variance over the train batch (RLlib standardizes advantages)."""
+    return (x - x.mean()) / (x.std() + eps)
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig(AlgorithmConfig):
+    """PPO with RLlib's parameter names and defaults (new API stack).
+
+    Example (RLlib's guide: a CartPole expert to record from):
+        >>> from rljax_offline import PPOConfig
+        >>> config = (PPOConfig().environment("CartPole-v1")
+        ...           .env_runners(num_envs_per_env_runner=8)
+        ...           .training(lr=3e-4, num_epochs=6, vf_loss_coeff=0.01))
+        >>> algo = config.build()
+        >>> result = algo.train()
+        >>> result["env_runners"]["episode_return_mean"]  # doctest: +SKIP
+    """
+
+    algo_name = "ppo"
+
+    lr: float = option(5e-5, "training", positive_float, "learning rate")
+    train_batch_size_per_learner: int = option(
+        4000, "training", positive_int, "env steps sampled per iteration (the train batch)")
+    lambda_: float = option(1.0, "training", probability, "GAE lambda")
+    clip_param: float = option(0.3, "training", positive_float, "PPO's ratio clip")
+    vf_clip_param: float = option(10.0, "training", positive_float,
+                                  "the squared value error is clipped at this")
+    vf_loss_coeff: float = option(1.0, "training", non_negative_float, "value loss weight")
+    entropy_coeff: float = option(0.0, "training", non_negative_float, "entropy bonus")
+    use_kl_loss: bool = option(True, "training", boolean, "add the adaptive KL penalty")
+    kl_coeff: float = option(0.2, "training", non_negative_float, "initial KL coefficient")
+    kl_target: float = option(0.01, "training", positive_float, "KL the coefficient aims at")
+    num_epochs: int = option(30, "training", positive_int, "passes over each train batch")
+    minibatch_size: int = option(128, "training", positive_int,
+                                 "rows of one update, over all devices")
+    init_policy_from: str | None = option(
+        None, "training", None, "a checkpoint of any registered algorithm (BC, MARWIL, CQL, "
+        "IQL, ...) whose policy weights PPO starts from (fine-tuning)")
+    value_warmup_updates: int = option(
+        500, "training", non_negative_int, "when fine-tuning: value-network updates on the "
+        "offline data's returns-to-go before the first PPO update")
+    value_warmup_lr: float = option(3e-3, "training", positive_float,
+                                    "learning rate of the value warm-up")
+    num_envs_per_env_runner: int = option(1, "env_runners", positive_int,
+                                          "vectorised envs sampled together")
+    evaluation_interval: int = option(0, "evaluation", non_negative_int,
+                                      "evaluate every N iterations (0: never; the sampling "
+                                      "episodes are reported under env_runners)")
+    model_config: dict = option({"fcnet_hiddens": [256, 256], "fcnet_activation": "tanh"},
+                                "rl_module", dict_or_none, "RLlib's model-config keys")
+
+    def validate(self) -> None:
+        super().validate()
+        if self.minibatch_size > self.train_batch_size_per_learner:
+            raise ConfigError(f"{type(self).__name__}: minibatch_size={self.minibatch_size} is "
+                              f"larger than train_batch_size_per_learner="
+                              f"{self.train_batch_size_per_learner}")
+        check = optional(lambda v: None if isinstance(v, str) else "a checkpoint path")
+        expected = check(self.init_policy_from)
+        if expected is not None:
+            raise ConfigError(f"{type(self).__name__}: init_policy_from must be {expected}, "
+                              f"got {self.init_policy_from!r}")
+
+    def make_learner(self, obs_spec, act_spec) -> Learner:
+        self.check_spaces(obs_spec, act_spec)
+        policy = make_policy(obs_spec, act_spec, **self.model_config)
+        value = value_network(obs_spec, self.model_config)
+        optimizer = make_optimizer(self.lr, self.grad_clip)
+        clip, vf_clip = self.clip_param, self.vf_clip_param
+        vf_coeff, ent_coeff, use_kl = self.vf_loss_coeff, self.entropy_coeff, self.use_kl_loss
+
+        def init(rng):
+            k1, k2 = jax.random.split(rng)
+            return {"policy": policy.init(k1), "value": value.init(k2)}
+
+        def prepare(params, extra, batch, rng):
+            n = batch["loss_mask"].shape[0]
+            return {**batch, "kl_coeff": jnp.broadcast_to(extra["curr_kl_coeff"], (n,))}, extra
+
+        def loss(params, batch, rng):
+            inputs = policy.dist_inputs(params["policy"], batch)
+            logp = policy.dist.logp(inputs, batch["actions"])
+            log_ratio = logp - batch["action_logp"]
+            ratio = jnp.exp(log_ratio)
+            adv = batch["advantages"]
+            surrogate = jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - clip, 1 + clip) * adv)
+            vf = value.apply(params["value"], batch["obs"])
+            vf_loss = jnp.minimum((vf - batch["value_targets"]) ** 2, vf_clip)
+            entropy = policy.dist.entropy(inputs)
+            kl = (ratio - 1.0) - log_ratio
+            total = -surrogate + vf_coeff * vf_loss - ent_coeff * entropy
+            if use_kl:
+                total = total + batch["kl_coeff"] * kl
+            return total, {"policy_loss": -surrogate, "vf_loss": vf_loss, "entropy": entropy,
+                           "mean_kl_loss": kl, "total_loss": total,
+                           "clip_fraction": (jnp.abs(ratio - 1) > clip).astype(jnp.float32)}
+
+        return Learner(init=init, act=lambda params, obs: policy.apply(params["policy"], obs),
+                       dist=policy.dist, prepare=prepare,
+                       losses=(Loss("default_optimizer", ("policy", "value"), loss, optimizer),),
+                       extra_init={"curr_kl_coeff": np.float32(self.kl_coeff)},
+                       columns=PPO_COLUMNS,
+                       learner_connector=(general_advantage_estimation(
+                           self.gamma, self.lambda_, value),))
+
+    def value_warmup_learner(self, obs_spec) -> Learner:
+        """The value network alone, regressing the offline data's discounted returns
+        (MARWIL's targets: `returns_to_go + bootstrap_discount * V(bootstrap_obs)`): run
+        before fine-tuning so PPO's first advantages are not against an untrained V."""
+        value = value_network(obs_spec, self.model_config)
+
+        def loss(params, batch, rng):
+            boot = value.apply(params["value"], batch["bootstrap_obs"])
+            target = jax.lax.stop_gradient(batch["returns_to_go"]
+                                           + batch["bootstrap_discount"] * boot)
+            vf_loss = 0.5 * (value.apply(params["value"], batch["obs"]) - target) ** 2
+            return vf_loss, {"vf_loss": vf_loss}
+
+        return Learner(init=lambda rng: {"value": value.init(rng)},
+                       losses=(Loss("value_warmup", ("value",), loss,
+                                    optax.adam(self.value_warmup_lr)),),
+                       act=lambda params, obs: value.apply(params["value"], obs), dist=None,
+                       columns=("obs", "returns_to_go", "bootstrap_discount", "bootstrap_obs"))
+
+    def build(self):
+        """The online `PPO` algorithm. Fine-tuning (`init_policy_from`) takes the
+        checkpoint's `model_config` (its weights fix the architecture) and, where no
+        `input_` is set, the checkpoint's offline data for the value warm-up."""
+        from rljax_offline.algorithms.online import PPO
+        from rljax_offline.learners import checkpoint as ckpt
+
+        config = self
+        if self.init_policy_from is not None:
+            saved = ckpt.load_meta(self.init_policy_from).get("config", {})
+            changes = {"model_config": saved.get("model_config", self.model_config)}
+            if self.input_ is None and saved.get("input_") is not None:
+                changes["input_"] = saved["input_"]
+            config = dataclasses.replace(self, **changes)
+        return PPO(config)
