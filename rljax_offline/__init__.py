@@ -40,7 +40,7 @@ _LAZY = {
     "ConnectorPolicy": "rljax_offline.runners.acting",
     "PipelinePolicy": "rljax_offline.runners.acting",
     "record_expert": "rljax_offline.runners.env_runner",
-    "record_policy": "rljax_offline.runners.env_runner",
+    "record_policy": "rljax_offline.runners.recording",
     # data: readers, writers, conversions
     "OfflineDataError": "rljax_offline.data.errors",
     "SkipReport": "rljax_offline.data.reader",

@@ -147,7 +147,8 @@ def _read_kwargs(args) -> dict:
 
 def cmd_record(args) -> int:
     from rljax_offline.data.errors import OutputExistsError
-    from rljax_offline.runners.env_runner import record_expert, record_policy
+    from rljax_offline.runners.env_runner import record_expert
+    from rljax_offline.runners.recording import record_policy
 
     if os.path.exists(args.output) and not os.path.isdir(args.output):
         raise OutputExistsError(f"--output {args.output!r} is an existing file; record writes "
@@ -225,7 +226,8 @@ def cmd_evaluate(args) -> int:
 
 def cmd_convert(args) -> int:
     from rljax_offline.data import SkipReport, convert_dataset
-    from rljax_offline.data.minari import convert_minari, is_minari_input
+    from rljax_offline.data.inspect import convert_minari
+    from rljax_offline.data.minari import is_minari_input
 
     skipped = SkipReport()
     source = _input(args)

@@ -82,7 +82,7 @@ def run_full_demo(out_dir: str = "demo_output", num_episodes: int = 500, seed: i
     `num_episodes` episodes with its policy, clone it with BC, fine-tune the clone with PPO;
     one figure with all curves (`workflow.png`) and a short table."""
     from rljax_offline.plotting import save_workflow_curves
-    from rljax_offline.runners.env_runner import record_policy
+    from rljax_offline.runners.recording import record_policy
     from rljax_offline.workflow import (
         cartpole_bc_config,
         cartpole_ppo_config,

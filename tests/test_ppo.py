@@ -23,7 +23,8 @@ from rljax_offline.episode import Episode
 from rljax_offline.learners.core import DataParallel, init_state, select_devices
 from rljax_offline.learners.ppo import general_advantage_estimation
 from rljax_offline.models.networks import value_network
-from rljax_offline.runners.env_runner import EnvRunner, PolicyMismatchError, record_policy
+from rljax_offline.runners.env_runner import EnvRunner
+from rljax_offline.runners.recording import PolicyMismatchError, record_policy
 from rljax_offline.workflow import (
     TARGET,
     cartpole_bc_config,

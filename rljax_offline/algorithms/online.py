@@ -34,7 +34,7 @@ from rljax_offline.connectors import default_learner, pipeline
 from rljax_offline.learners.core import DataParallel, init_state
 from rljax_offline.learners.marwil import add_returns_to_go
 from rljax_offline.learners.ppo import standardize
-from rljax_offline.runners.env_runner import PolicyMismatchError, check_policy_spaces
+from rljax_offline.runners.recording import PolicyMismatchError, check_policy_spaces
 
 _WARMUP_BATCH = 1024
 

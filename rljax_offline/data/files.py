@@ -19,10 +19,13 @@ from contextlib import contextmanager
 from typing import Any
 
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
-from rljax_offline.data.errors import OfflineDataError, OutputExistsError
+from rljax_offline.data.errors import IntegrityError, OfflineDataError, OutputExistsError
 
 PARQUET_SUFFIX = ".parquet"
+# Prefix of our keys in a Parquet file's key-value metadata (format version, spaces, ...).
+META_PREFIX = "rljax_offline."
 
 
 def _filesystem(path: str, filesystem: Any, filesystem_kwargs: dict | None):
@@ -177,3 +180,30 @@ def atomic_output(fs: Any, path: str) -> Iterator[Any]:
         except (OSError, FileNotFoundError):
             pass
         raise
+
+
+def as_data_error(e: BaseException, name: str, what: str = "cannot be read") -> OfflineDataError:
+    """`e` raised while reading file `name` as our named error (named errors pass through)."""
+    if isinstance(e, OfflineDataError):
+        return e
+    text = str(e).splitlines()[0][:300] if str(e) else ""
+    if "checksum" in text.lower() or "crc" in text.lower():
+        return IntegrityError(f"page checksum mismatch, the file is damaged: {text}", file=name)
+    if isinstance(e, MemoryError):
+        return OfflineDataError(f"{what}: decoding would need more memory than the file can "
+                                "justify (corrupt size header?)", file=name)
+    if isinstance(e, RecursionError):
+        return OfflineDataError(f"{what}: nested too deeply", file=name)
+    return OfflineDataError(f"{what} (truncated or corrupt?): {type(e).__name__}: {text}",
+                            file=name)
+
+
+def open_parquet(fs: Any, path: str) -> pq.ParquetFile:
+    """A Parquet file to read, its page checksums verified; a named error if it is not one."""
+    name = display_name(fs, path)
+    try:
+        return pq.ParquetFile(fs.open_input_file(path), page_checksum_verification=True)
+    except FileNotFoundError:
+        raise OfflineDataError("file does not exist", file=name) from None
+    except Exception as e:  # noqa: BLE001 - pyarrow raises many types for a damaged file
+        raise as_data_error(e, name, "not a readable Parquet file") from None

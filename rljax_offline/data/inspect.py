@@ -113,3 +113,26 @@ def convert_dataset(input_: Any, output: str, *, to: str, input_read_schema: dic
                        **write_options) as w:
         w.write_many(episodes)
     return w.close()
+
+
+def convert_minari(input_: Any, output: str, *, to: str, env: Any = None,
+                   output_max_rows_per_file: int | None = None, **read_options) -> list[str]:
+    """Converts between a Minari dataset and our Parquet formats (what `rljax-offline convert`
+    runs when the input or the output is `minari:DATASET_ID`).
+
+    `to="minari"` writes the episodes of `input_` (any `iter_episodes` input) as the Minari
+    dataset `output`; `to="episodes"`/`"tabular"` writes a Minari input as Parquet under
+    `output`. Returns the files written (for Minari: its data folder).
+    """
+    from rljax_offline.data.minari import _data_path, iter_minari_episodes, write_minari
+
+    if to == "minari":
+        episodes = iter_episodes(input_, **read_options)
+        ds = write_minari(episodes, output, env=env)
+        return [_data_path(ds.id if hasattr(ds, "id") else output)]
+    if to not in ("episodes", "tabular"):
+        raise ValueError(f"to must be 'episodes', 'tabular' or 'minari', got {to!r}")
+    with EpisodeWriter(output, output_write_episodes=to == "episodes",
+                       output_max_rows_per_file=output_max_rows_per_file) as writer:
+        writer.write_many(iter_minari_episodes(input_))
+    return writer.close()

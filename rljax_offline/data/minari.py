@@ -218,30 +218,6 @@ def write_minari(episodes: Iterable[Episode], dataset_id: str, *, env: Any = Non
         author=author, description=description)
 
 
-def convert_minari(input_: Any, output: str, *, to: str, env: Any = None,
-                   output_max_rows_per_file: int | None = None, **read_options) -> list[str]:
-    """Converts between a Minari dataset and our Parquet formats (what `rljax-offline convert`
-    runs when the input or the output is `minari:DATASET_ID`).
-
-    `to="minari"` writes the episodes of `input_` (any `iter_episodes` input) as the Minari
-    dataset `output`; `to="episodes"`/`"tabular"` writes a Minari input as Parquet under
-    `output`. Returns the files written (for Minari: its data folder).
-    """
-    from rljax_offline.data.reader import iter_episodes
-    from rljax_offline.data.writer import EpisodeWriter
-
-    if to == "minari":
-        episodes = iter_episodes(input_, **read_options)
-        ds = write_minari(episodes, output, env=env)
-        return [_data_path(ds.id if hasattr(ds, "id") else output)]
-    if to not in ("episodes", "tabular"):
-        raise ValueError(f"to must be 'episodes', 'tabular' or 'minari', got {to!r}")
-    with EpisodeWriter(output, output_write_episodes=to == "episodes",
-                       output_max_rows_per_file=output_max_rows_per_file) as writer:
-        writer.write_many(iter_minari_episodes(input_))
-    return writer.close()
-
-
 def minari_summary(source: str) -> dict:
     """What `rljax-offline inspect` prints for a Minari dataset: counts, return and length
     statistics, spaces and the recorded env."""

@@ -25,11 +25,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
 from rljax_offline.data.codec import decode_episode
-from rljax_offline.data.errors import IntegrityError, OfflineDataError
-from rljax_offline.data.files import display_name, resolve_files
+from rljax_offline.data.errors import OfflineDataError
+from rljax_offline.data.files import as_data_error, display_name, open_parquet, resolve_files
 from rljax_offline.data.validate import check_episode
 from rljax_offline.episode import Episode
 
@@ -37,38 +36,12 @@ _READ_ERRORS = (pa.ArrowInvalid, pa.ArrowIOError, OSError, EOFError)
 _log = logging.getLogger("rljax_offline.data")
 
 
-def as_data_error(e: BaseException, name: str, what: str = "cannot be read") -> OfflineDataError:
-    """`e` raised while reading file `name` as our named error (named errors pass through)."""
-    if isinstance(e, OfflineDataError):
-        return e
-    text = str(e).splitlines()[0][:300] if str(e) else ""
-    if "checksum" in text.lower() or "crc" in text.lower():
-        return IntegrityError(f"page checksum mismatch, the file is damaged: {text}", file=name)
-    if isinstance(e, MemoryError):
-        return OfflineDataError(f"{what}: decoding would need more memory than the file can "
-                                "justify (corrupt size header?)", file=name)
-    if isinstance(e, RecursionError):
-        return OfflineDataError(f"{what}: nested too deeply", file=name)
-    return OfflineDataError(f"{what} (truncated or corrupt?): {type(e).__name__}: {text}",
-                            file=name)
-
-
-def _open_parquet(fs: Any, path: str) -> pq.ParquetFile:
-    name = display_name(fs, path)
-    try:
-        return pq.ParquetFile(fs.open_input_file(path), page_checksum_verification=True)
-    except FileNotFoundError:
-        raise OfflineDataError("file does not exist", file=name) from None
-    except Exception as e:  # noqa: BLE001 - pyarrow raises many types for a damaged file
-        raise as_data_error(e, name, "not a readable Parquet file") from None
-
-
 def _episodes_of_file(fs: Any, path: str, *, input_read_schema: dict | None = None,
                       observation_space: Any = None, action_space: Any = None
                       ) -> list[Episode]:
     """Every episode of one episode-rows file, decoded safely."""
     name = display_name(fs, path)
-    pf = _open_parquet(fs, path)
+    pf = open_parquet(fs, path)
     column = (input_read_schema or {}).get("item", "item")
     if column not in pf.schema_arrow.names:
         raise OfflineDataError(

@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from rljax_offline.data.errors import OfflineDataError, UnsafePayloadError
-from rljax_offline.data.files import display_name
+from rljax_offline.data.files import META_PREFIX, as_data_error, display_name, open_parquet
 from rljax_offline.episode import Episode, EpisodeError
 
 KNOWN = ("eps_id", "agent_id", "module_id", "obs", "actions", "rewards", "new_obs",
@@ -305,7 +305,6 @@ class _Assembler:
 def _stored_spaces(pf: Any, name: str) -> dict:
     """The spaces our writer stored in the file's key-value metadata (none for RLlib's)."""
     from rljax_offline import spaces as sp
-    from rljax_offline.data.writer import META_PREFIX
 
     meta = pf.schema_arrow.metadata or {}
     out = {}
@@ -337,14 +336,13 @@ def iter_tabular_episodes(files, *, input_read_schema: dict | None = None,
                           observation_space: Any = None, action_space: Any = None
                           ) -> Iterator[Episode]:
     """Episodes from tabular files, rows grouped by `eps_id` in time order across files."""
-    from rljax_offline.data.reader import _open_parquet, as_data_error
 
     asm = _Assembler(observation_space, action_space)
     for fs, path in files:
         name = display_name(fs, path)
         try:
             try:
-                pf = _open_parquet(fs, path)
+                pf = open_parquet(fs, path)
                 stored = _stored_spaces(pf, name)
                 asm.space = observation_space or stored.get("observation_space")
                 asm.action_space = action_space or stored.get("action_space")

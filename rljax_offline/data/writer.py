@@ -33,11 +33,15 @@ import pyarrow.parquet as pq
 
 from rljax_offline import spaces as sp
 from rljax_offline.data.codec import encode_episode
-from rljax_offline.data.files import _filesystem, atomic_output, clean_stale_temps
+from rljax_offline.data.files import (
+    META_PREFIX,
+    _filesystem,
+    atomic_output,
+    clean_stale_temps,
+)
 from rljax_offline.episode import Episode
 
 FORMAT_VERSION = "1"
-META_PREFIX = "rljax_offline."
 EPISODE_SCHEMA = pa.schema([pa.field("item", pa.binary())])
 
 

@@ -106,6 +106,7 @@ class PPOConfig(AlgorithmConfig):
         >>> result["env_runners"]["episode_return_mean"]  # doctest: +SKIP
     """
 
+    algorithm_class = "rljax_offline.algorithms.online:PPO"
     algo_name = "ppo"
 
     lr: float = option(5e-5, "training", positive_float, "learning rate")
@@ -216,7 +217,6 @@ class PPOConfig(AlgorithmConfig):
         """The online `PPO` algorithm. Fine-tuning (`init_policy_from`) takes the
         checkpoint's `model_config` (its weights fix the architecture) and, where no
         `input_` is set, the checkpoint's offline data for the value warm-up."""
-        from rljax_offline.algorithms.online import PPO
         from rljax_offline.learners import checkpoint as ckpt
 
         config = self
@@ -226,4 +226,4 @@ class PPOConfig(AlgorithmConfig):
             if self.input_ is None and saved.get("input_") is not None:
                 changes["input_"] = saved["input_"]
             config = dataclasses.replace(self, **changes)
-        return PPO(config)
+        return AlgorithmConfig.build(config)

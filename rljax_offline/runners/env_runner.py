@@ -22,7 +22,6 @@ import gymnasium as gym
 import jax
 import numpy as np
 
-from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.episode import Episode
 from rljax_offline.episode_builder import EpisodeBuilder
 
@@ -247,47 +246,3 @@ def record_expert(env_id: str, output: str, *, num_episodes: int = 500, seed: in
                              **write_options)
     finally:
         runner.close()
-
-
-class PolicyMismatchError(ConfigError):
-    """A checkpoint's policy was trained for other observation or action spaces (or another
-    network) than it is asked to act in (a usage error: exit code 2 on the command line)."""
-
-
-def check_policy_spaces(policy_spaces: Any, observation_space: gym.Space,
-                        action_space: gym.Space, checkpoint: str) -> None:
-    """A named error, before anything runs, when the checkpoint's policy cannot act in an
-    env with these spaces."""
-    from rljax_offline.connectors import Spaces
-
-    env_spaces = Spaces.of(observation_space, action_space)
-    for what in ("observation", "action"):
-        theirs, ours = getattr(policy_spaces, what), getattr(env_spaces, what)
-        if theirs != ours:
-            raise PolicyMismatchError(f"checkpoint {checkpoint!r} holds a policy for the {what} "
-                                      f"space {theirs}, but the env has {ours}")
-
-
-def record_policy(env: Any, checkpoint: str, output: str, *, num_episodes: int = 500,
-                  seed: int = 0, num_envs: int = 8, explore: bool = False,
-                  env_config: dict | None = None, progress: bool = True,
-                  **write_options) -> list[str]:
-    """Records episodes of a trained policy to Parquet, as RLlib's guide does with its PPO
-    expert: `checkpoint` is a checkpoint of any registered algorithm (PPO, BC, MARWIL, CQL,
-    IQL, ...), acting greedily unless `explore`. A policy for other spaces than `env`'s is a
-    `PolicyMismatchError` before any episode is recorded. Returns the files written."""
-    from rljax_offline.algorithms.algorithm import Algorithm
-
-    algo = Algorithm.from_checkpoint(checkpoint)
-    runner = None
-    try:
-        runner = EnvRunner(env, algo.actor(explore), num_envs=num_envs, seed=seed,
-                           env_config=env_config)
-        check_policy_spaces(algo.spaces, runner.observation_space, runner.action_space,
-                            checkpoint)
-        return runner.record(output, num_episodes=num_episodes, progress=progress,
-                             **write_options)
-    finally:
-        if runner is not None:
-            runner.close()
-        algo.stop()
