@@ -16,6 +16,8 @@ from rljax_offline.algorithms.config import AlgorithmConfig
 _BUILTIN = {
     "bc": "rljax_offline.learners.bc:BCConfig",
     "marwil": "rljax_offline.learners.marwil:MARWILConfig",
+    "cql": "rljax_offline.learners.cql:CQLConfig",
+    "iql": "rljax_offline.learners.iql:IQLConfig",
 }
 _REGISTERED: dict[str, type] = {}
 
