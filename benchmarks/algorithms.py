@@ -59,8 +59,8 @@ WALL = {
         beta=10.0, expectile=0.9, tau=0.005, critic_lr=1e-3, value_lr=1e-3), 400.0),
     "cql-box": ("pendulum-mixed", CQLConfig().training(bc_iters=200, actor_lr=1e-3), -300.0),
     "iql-box": ("pendulum-mixed", IQLConfig().training(
-        beta=10.0, expectile=0.9, tau=0.005, actor_lr=1e-3, critic_lr=1e-3, value_lr=1e-3),
-                -300.0),
+        beta=10.0, expectile=0.9, tau=0.005, actor_lr=1e-3, critic_lr=1e-3, value_lr=1e-3,
+        actor_squashed=False), -300.0),
 }
 
 
