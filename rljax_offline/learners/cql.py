@@ -35,10 +35,8 @@ from rljax_offline.algorithms.config import (
     ConfigError,
     any_float,
     boolean,
-    either,
     non_negative_float,
     non_negative_int,
-    one_of,
     option,
     optional,
     positive_float,
@@ -78,6 +76,16 @@ def sample_per_example(dist, inputs: jax.Array, keys: jax.Array):
 def repeat_rows(x: jax.Array, m: int) -> jax.Array:
     """`[N, ...]` -> `[N * m, ...]`, each row m times in a row."""
     return jnp.repeat(x, m, axis=0)
+
+
+def auto_or_number(v) -> str | None:
+    """'auto', a finite number, or a number as text (what the CLI passes)."""
+    if v == "auto":
+        return None
+    try:
+        return any_float(float(v)) if not isinstance(v, bool) else "'auto' or a finite number"
+    except (TypeError, ValueError):
+        return "'auto' or a finite number"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +128,7 @@ class CQLConfig(AlgorithmConfig):
     twin_q: bool = option(True, "training", boolean, "two Q networks, their minimum in targets")
     initial_alpha: float = option(1.0, "training", positive_float,
                                   "initial entropy coefficient")
-    target_entropy: float | str = option("auto", "training", either(one_of("auto"), any_float),
+    target_entropy: float | str = option("auto", "training", auto_or_number,
                                          "entropy target; 'auto' is -dim(actions)")
     tau: float = option(5e-3, "training", unit_interval_open_left,
                         "Polyak weight of the target update (Box; Discrete copies)")
