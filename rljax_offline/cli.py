@@ -147,6 +147,7 @@ def _read_kwargs(args) -> dict:
 
 def cmd_record(args) -> int:
     from rljax_offline.data.errors import OutputExistsError
+    from rljax_offline.datasets import recipe
     from rljax_offline.runners.env_runner import record_expert
     from rljax_offline.runners.recording import record_policy
 
@@ -157,23 +158,34 @@ def cmd_record(args) -> int:
         raise UsageError("--rllib-layout is a layout of episode rows: drop it or --tabular")
     if args.compress_columns and not args.tabular:
         raise UsageError("--compress-columns compresses tabular columns: add --tabular")
+    env, mix, episodes = args.env, args.mix, args.episodes
+    if args.dataset is not None:
+        if mix is not None:
+            raise UsageError("give --dataset or --mix, not both")
+        r = recipe(args.dataset)
+        env, mix, episodes = r.env_id, r.mix, episodes or r.num_episodes
+    episodes = episodes or 500
     t0 = time.perf_counter()
     write = dict(output_write_episodes=not args.tabular,
                  output_max_rows_per_file=args.max_rows_per_file,
                  output_compress_columns=args.compress_columns, rllib_layout=args.rllib_layout)
     if args.policy is None:
-        if args.env not in EXPERT_ENVS:
-            raise UsageError(f"no scripted expert for {args.env!r} (have {list(EXPERT_ENVS)}): "
+        if env not in EXPERT_ENVS:
+            raise UsageError(f"no scripted expert for {env!r} (have {list(EXPERT_ENVS)}): "
                              "give --policy CHECKPOINT to record a trained policy")
-        files = record_expert(args.env, args.output, num_episodes=args.episodes,
-                              seed=args.seed, num_envs=args.num_envs, **write)
+        files = record_expert(env, args.output, num_episodes=episodes, seed=args.seed,
+                              num_envs=args.num_envs, epsilon=args.epsilon,
+                              flip_prob=args.flip_prob, action_noise=args.action_noise, mix=mix,
+                              **write)
     else:
-        files = record_policy(args.env, args.policy, args.output, num_episodes=args.episodes,
+        if mix is not None or args.epsilon or args.flip_prob or args.action_noise:
+            raise UsageError("behaviour mixes (--dataset, --mix, --epsilon, --flip-prob, "
+                             "--action-noise) apply to the scripted experts, not --policy")
+        files = record_policy(env, args.policy, args.output, num_episodes=episodes,
                               seed=args.seed, num_envs=args.num_envs, explore=args.explore,
                               **write)
-    _emit({"command": "record", "env": args.env, "output": args.output,
-           "policy": args.policy or "scripted expert",
-           "episodes": args.episodes, "files": len(files),
+    _emit({"command": "record", "env": env, "output": args.output, "mix": mix,
+           "policy": args.policy or "scripted expert", "episodes": episodes, "files": len(files),
            "seconds": round(time.perf_counter() - t0, 2)})
     return 0
 
@@ -343,6 +355,7 @@ def _parse_bool(text: str) -> bool:
 def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
     """The CLI; `train`'s algorithm-specific flags are those of `algo`."""
     from rljax_offline.algorithms import names
+    from rljax_offline.datasets import RECIPES
 
     ap = _Parser(
         prog="rljax-offline", formatter_class=_HelpFormatter,
@@ -355,6 +368,8 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
              "(--policy CHECKPOINT), to Parquet",
              "  rljax-offline record --output data/cartpole --episodes 200\n"
              "  rljax-offline record --output data/tab --tabular --max-rows-per-file 10000\n"
+             "  rljax-offline record --output data/mixed --dataset cartpole-mixed\n"
+             "  rljax-offline record --output data/mix --mix 'expert:0.1,random:0.6,flip0.4:0.3'\n"
              "  rljax-offline record --env CartPole-v1 --policy runs/ppo/checkpoint "
              "--output data/ppo",
              cmd_record)
@@ -366,8 +381,9 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
     p.add_argument("--explore", action="store_true",
                    help="with --policy: sample actions instead of acting greedily")
     p.add_argument("--output", required=True, help="folder or URI (s3://...) to write into")
-    p.add_argument("--episodes", type=positive_int, default=500,
-                   help="number of complete episodes to record")
+    p.add_argument("--episodes", type=positive_int, default=None,
+                   help="number of complete episodes to record (default 500, or the "
+                        "--dataset recipe's size)")
     p.add_argument("--num-envs", type=positive_int, default=8,
                    help="vectorised env copies stepped together")
     p.add_argument("--tabular", action="store_true",
@@ -382,7 +398,21 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
     p.add_argument("--compress-columns", nargs="+", default=None, metavar="COLUMN",
                    help="tabular columns to LZ4-compress as RLlib's output_compress_columns "
                         "does (e.g. obs new_obs); needs --tabular")
-    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the env resets")
+    p.add_argument("--seed", type=non_negative_int, default=0,
+                   help="seed of the env resets (and of the behaviour draws)")
+    p.add_argument("--epsilon", type=finite_float, default=0.0,
+                   help="probability of a uniformly random action instead of the expert's")
+    p.add_argument("--flip-prob", type=finite_float, default=0.0,
+                   help="Discrete: probability that the expert's action is replaced by another")
+    p.add_argument("--action-noise", type=finite_float, default=0.0, metavar="STD",
+                   help="Box: Gaussian noise on the expert's action, clipped to the bounds")
+    p.add_argument("--mix", default=None,
+                   help="one behaviour per episode, drawn by weight, e.g. "
+                        "'expert:0.1,random:0.6,flip0.4:0.3' (behaviours: expert, random, epsP, "
+                        "flipP, noiseSTD, joined with '+'); kept in custom_data['behavior']")
+    p.add_argument("--dataset", default=None, choices=sorted(RECIPES),
+                   help="a mixed-quality recipe of rljax_offline.datasets (sets --env, --mix "
+                        "and the episode count)")
 
     p = _sub(sub, "train", "train an offline algorithm (BC, MARWIL, CQL, IQL) from offline "
              "data, evaluating as it goes",

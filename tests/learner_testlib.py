@@ -12,6 +12,8 @@ import numpy as np
 from rljax_offline import spaces as sp
 from rljax_offline.experts import cartpole_expert
 from rljax_offline.learners.bc import BCConfig
+from rljax_offline.learners.cql import CQLConfig
+from rljax_offline.learners.iql import IQLConfig
 from rljax_offline.learners.marwil import MARWILConfig, make_optimizer
 from rljax_offline.learners.ppo import PPOConfig
 from rljax_offline.models.policy import make_policy
@@ -28,6 +30,15 @@ ALGORITHM_CASES = [
     ("marwil-box", MARWILConfig().rl_module(model_config=SMALL_MODEL), BOX),
     ("ppo-discrete", PPOConfig().rl_module(model_config=SMALL_MODEL), DISCRETE),
     ("ppo-box", PPOConfig().rl_module(model_config=SMALL_MODEL), BOX),
+    # bc_iters=1: the actor's BC warm-up and SAC phases both run within the tests' 3 steps;
+    # the Box case also covers the Lagrangian CQL weight and the entropy backup.
+    ("cql-discrete", CQLConfig().training(target_network_update_freq=2)
+     .rl_module(model_config=SMALL_MODEL), DISCRETE),
+    ("cql-box", CQLConfig().training(bc_iters=1, num_actions=3, lagrangian=True,
+                                     deterministic_backup=False)
+     .rl_module(model_config=SMALL_MODEL), BOX),
+    ("iql-discrete", IQLConfig().rl_module(model_config=SMALL_MODEL), DISCRETE),
+    ("iql-box", IQLConfig().training(tau=0.005).rl_module(model_config=SMALL_MODEL), BOX),
 ]
 
 # Cases whose algorithm trains from offline data (the resume-from-data tests run over these;

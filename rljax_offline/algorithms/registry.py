@@ -17,6 +17,8 @@ _BUILTIN = {
     "bc": "rljax_offline.learners.bc:BCConfig",
     "marwil": "rljax_offline.learners.marwil:MARWILConfig",
     "ppo": "rljax_offline.learners.ppo:PPOConfig",
+    "cql": "rljax_offline.learners.cql:CQLConfig",
+    "iql": "rljax_offline.learners.iql:IQLConfig",
 }
 _REGISTERED: dict[str, type] = {}
 

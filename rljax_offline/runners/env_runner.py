@@ -236,12 +236,34 @@ def _progress(total: int, desc: str, enabled: bool, unit: str = "ep"):
 
 
 def record_expert(env_id: str, output: str, *, num_episodes: int = 500, seed: int = 0,
-                  num_envs: int = 8, progress: bool = True, **write_options) -> list[str]:
-    """Records a shipped scripted expert (`rljax_offline.experts`) to Parquet."""
-    from rljax_offline.experts import expert_for
+                  num_envs: int = 8, progress: bool = True, epsilon: float = 0.0,
+                  flip_prob: float = 0.0, action_noise: float = 0.0, mix: Any = None,
+                  **write_options) -> list[str]:
+    """Records a shipped scripted expert (`rljax_offline.experts`) to Parquet.
 
-    runner = EnvRunner(env_id, expert_for(env_id), num_envs=num_envs, seed=seed)
+    `epsilon` (epsilon-random actions), `flip_prob` (Discrete: the expert's action replaced by
+    another) and `action_noise` (Box: Gaussian noise, clipped to the bounds) perturb every
+    episode; `mix` (a spec such as `"expert:0.1,random:0.6,flip0.4:0.3"`, or a list of
+    `(Behavior, weight)`) draws one behaviour per episode instead. Episodes are tagged with
+    their behaviour (see `rljax_offline.runners.behavior`). With none of them, the expert's
+    actions are recorded unchanged, as before.
+    """
+    from rljax_offline.experts import expert_for
+    from rljax_offline.runners.behavior import Behavior, BehaviorError, BehaviorPolicy, parse_mix
+
+    expert = expert_for(env_id)
+    policy: Any = expert
+    single = Behavior(epsilon=epsilon, flip_prob=flip_prob, action_noise=action_noise)
+    if mix is not None and single != Behavior():
+        raise BehaviorError("give either mix or epsilon/flip_prob/action_noise, not both "
+                            "(write the perturbation into the mix, e.g. 'flip0.2+eps0.1:1')")
+    runner = EnvRunner(env_id, expert, num_envs=num_envs, seed=seed)
     try:
+        if mix is not None or single != Behavior():
+            behaviors = single if mix is None else (parse_mix(mix) if isinstance(mix, str)
+                                                    else mix)
+            policy = BehaviorPolicy(expert, behaviors, runner.action_space, seed=seed)
+        runner.policy = policy
         return runner.record(output, num_episodes=num_episodes, progress=progress,
                              **write_options)
     finally:

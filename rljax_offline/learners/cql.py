@@ -1,0 +1,301 @@
+"""CQL: conservative Q-learning (Kumar et al. 2020), with RLlib's parameter names and defaults.
+
+Box actions: RLlib's SAC-based CQL. Twin Q networks and their Polyak targets, a tanh-squashed
+Gaussian actor, automatic entropy tuning, and the CQL(H) regulariser: per state,
+`temperature * logsumexp(Q / temperature)` over `num_actions` uniform random actions and
+`num_actions` actions of the current policy at `s` and at `s'` (each importance-weighted by
+its density), minus `Q` of the data's action, times `min_q_weight`. It pushes Q down on actions
+the data does not hold and up on the data's. With `lagrangian=True` the weight is a learned
+multiplier `alpha_prime` that holds the gap at `lagrangian_thresh`. For the first `bc_iters`
+updates the actor does behavior cloning (`alpha * logp(pi) - logp(data action)`), then SAC's
+`alpha * logp(pi) - min Q(s, pi(s))`. `deterministic_backup=True` leaves the entropy term out
+of the TD target (RLlib's default).
+
+Discrete actions: Q-learning-based CQL as d3rlpy's DiscreteCQL: a Huber TD loss to a double-DQN
+target (the online network picks the next action, the target network values it) plus
+`min_q_weight * (temperature * logsumexp(Q(s, .) / temperature) - Q(s, a))`, with hard target
+copies; the policy is greedy in Q (`act` returns the Q values as logits).
+
+Optimizer groups (RLlib's names): `qf` (critic, with `alpha_prime` when Lagrangian), `policy`,
+`alpha`; Discrete has `qf` alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rljax_offline import spaces as sp
+from rljax_offline.algorithms.config import (
+    AlgorithmConfig,
+    ConfigError,
+    any_float,
+    boolean,
+    non_negative_float,
+    non_negative_int,
+    option,
+    optional,
+    positive_float,
+    positive_int,
+    unit_interval_open_left,
+)
+from rljax_offline.learners.actor_critic import (
+    actor,
+    check_bounded,
+    huber,
+    not_terminal,
+    q_ensemble,
+    take_action,
+    target_entropy,
+)
+from rljax_offline.learners.core import Learner, Loss
+from rljax_offline.learners.marwil import make_optimizer
+from rljax_offline.models.distributions import action_scaler, categorical
+
+ALPHA_PRIME_MAX = 1e6
+DISCRETE_TARGET_UPDATE_FREQ = 1000
+
+
+def split_keys(keys: jax.Array, num: int) -> jax.Array:
+    """Per-example keys `[N, 2]` -> `[N, num, 2]`, independent streams per example."""
+    return jax.vmap(lambda k: jax.random.split(k, num))(keys)
+
+
+def sample_per_example(dist, inputs: jax.Array, keys: jax.Array):
+    """Reparameterised `(actions, logp)`, one draw per row of `inputs [N, d]` with its own
+    key (so a draw does not depend on how the batch is sharded over devices)."""
+    one = jax.vmap(lambda x, k: jax.tree_util.tree_map(
+        lambda y: y[0], dist.sample_and_logp(x[None], k)))
+    return one(inputs, keys)
+
+
+def repeat_rows(x: jax.Array, m: int) -> jax.Array:
+    """`[N, ...]` -> `[N * m, ...]`, each row m times in a row."""
+    return jnp.repeat(x, m, axis=0)
+
+
+def auto_or_number(v) -> str | None:
+    """'auto', a finite number, or a number as text (what the CLI passes)."""
+    if v == "auto":
+        return None
+    try:
+        return any_float(float(v)) if not isinstance(v, bool) else "'auto' or a finite number"
+    except (TypeError, ValueError):
+        return "'auto' or a finite number"
+
+
+@dataclasses.dataclass(frozen=True)
+class CQLConfig(AlgorithmConfig):
+    """CQL with RLlib's names and defaults (RLlib's `CQLConfig` over its `SACConfig`).
+
+    Example:
+        >>> from rljax_offline import CQLConfig
+        >>> algo = (CQLConfig().environment("Pendulum-v1")
+        ...         .offline_data(input_="data/pendulum_mixed")
+        ...         .training(bc_iters=2000, min_q_weight=5.0)).build()
+        >>> result = algo.train()
+    """
+
+    algo_name = "cql"
+
+    lr: float | None = option(None, "training", optional(positive_float),
+                              "unused (RLlib sets it None): CQL has actor_lr, critic_lr, alpha_lr")
+    train_batch_size_per_learner: int = option(256, "training", positive_int,
+                                               "rows of one update, over all devices")
+    actor_lr: float = option(1e-4, "training", positive_float, "learning rate of the actor")
+    critic_lr: float = option(1e-3, "training", positive_float,
+                              "learning rate of the Q networks (and of alpha_prime)")
+    alpha_lr: float = option(1e-3, "training", positive_float,
+                             "learning rate of the entropy coefficient")
+    bc_iters: int = option(20000, "training", non_negative_int,
+                           "updates of behavior cloning for the actor before SAC's actor loss")
+    temperature: float = option(1.0, "training", positive_float,
+                                "temperature of the CQL logsumexp")
+    num_actions: int = option(10, "training", positive_int,
+                              "random and policy actions sampled per state for the CQL term")
+    lagrangian: bool = option(False, "training", boolean,
+                              "learn the CQL weight (alpha_prime) to hold lagrangian_thresh")
+    lagrangian_thresh: float = option(5.0, "training", any_float,
+                                      "target of the CQL gap with lagrangian=True")
+    min_q_weight: float = option(5.0, "training", non_negative_float,
+                                 "weight of the CQL regulariser")
+    deterministic_backup: bool = option(True, "training", boolean,
+                                        "leave the entropy term out of the TD target")
+    twin_q: bool = option(True, "training", boolean, "two Q networks, their minimum in targets")
+    initial_alpha: float = option(1.0, "training", positive_float,
+                                  "initial entropy coefficient")
+    target_entropy: float | str = option("auto", "training", auto_or_number,
+                                         "entropy target; 'auto' is -dim(actions)")
+    tau: float = option(5e-3, "training", unit_interval_open_left,
+                        "Polyak weight of the target update (Box; Discrete copies)")
+    target_network_update_freq: int = option(
+        0, "training", non_negative_int,
+        "updates between target updates; 0: every update (Box, Polyak with tau) or every "
+        f"{DISCRETE_TARGET_UPDATE_FREQ} (Discrete, hard copies)")
+
+    def validate(self) -> None:
+        super().validate()
+        if self.lr is not None:
+            raise ConfigError("CQLConfig: lr is not used; set actor_lr, critic_lr and alpha_lr "
+                              f"(got lr={self.lr!r})")
+
+    def check_spaces(self, obs_spec, act_spec) -> None:
+        super().check_spaces(obs_spec, act_spec)
+        if isinstance(act_spec, sp.BoxSpec):
+            check_bounded(act_spec, "CQLConfig (SAC-based CQL for Box actions)")
+
+    def make_learner(self, obs_spec, act_spec) -> Learner:
+        self.check_spaces(obs_spec, act_spec)
+        if isinstance(act_spec, sp.DiscreteSpec):
+            return _discrete_learner(self, obs_spec, act_spec)
+        return _continuous_learner(self, obs_spec, act_spec)
+
+
+def conservative_total(td: jax.Array, cql: jax.Array, params: dict, cfg: CQLConfig,
+                       metrics: dict) -> jax.Array:
+    """The critic's per-example loss: TD plus the CQL term `cql [k, N]` (already weighted),
+    or with `lagrangian` that term as a constraint held at `lagrangian_thresh` by the learned
+    multiplier `alpha_prime` (Q minimises `alpha_prime * (cql - thresh)`, alpha_prime
+    maximises it; each sees the other as a constant, in one objective)."""
+    metrics.update(qf_loss=td, cql_loss=jnp.sum(cql, axis=0))
+    if not cfg.lagrangian:
+        total = td + jnp.sum(cql, axis=0)
+    else:
+        alpha_prime = jnp.clip(jnp.exp(params["log_alpha_prime"]), 0.0, ALPHA_PRIME_MAX)
+        held = jax.lax.stop_gradient(alpha_prime) * (cql - cfg.lagrangian_thresh)
+        dual = -0.5 * alpha_prime * (jax.lax.stop_gradient(cql) - cfg.lagrangian_thresh)
+        total = td + jnp.sum(held, axis=0) + jnp.sum(dual, axis=0)
+        metrics.update(alpha_prime=alpha_prime, alpha_prime_loss=jnp.sum(dual, axis=0))
+    metrics["critic_loss"] = total
+    return total
+
+
+def _critic_params(cfg: CQLConfig, params: dict) -> dict:
+    if cfg.lagrangian:
+        params["log_alpha_prime"] = jnp.zeros((), jnp.float32)
+    return params
+
+
+def _continuous_learner(cfg: CQLConfig, obs_spec, act_spec) -> Learner:
+    policy = actor(obs_spec, act_spec, cfg.model_config)
+    dist = policy.dist
+    q = q_ensemble(obs_spec, act_spec, cfg.model_config, cfg.twin_q)
+    _, from_unit = action_scaler(act_spec)
+    dim = int(math.prod(act_spec.shape) or 1)
+    m, temp, gamma = cfg.num_actions, cfg.temperature, cfg.gamma
+    # Uniform random actions have density 0.5**dim in the unit box, where logp lives.
+    log_uniform = dim * math.log(0.5)
+    entropy_target = target_entropy(cfg.target_entropy, act_spec)
+    bc_iters, weight, deterministic = cfg.bc_iters, cfg.min_q_weight, cfg.deterministic_backup
+
+    def init(rng):
+        k1, k2 = jax.random.split(rng)
+        return _critic_params(cfg, {
+            "policy": policy.init(k1), "q": q.init(k2),
+            "log_alpha": jnp.asarray(math.log(cfg.initial_alpha), jnp.float32)})
+
+    def prepare(params, extra, batch, rng):
+        in_bc = (extra["num_actor_updates"] < bc_iters).astype(jnp.float32)
+        return {**batch, "bc_phase": in_bc}, {**extra,
+                                              "num_actor_updates": extra["num_actor_updates"] + 1}
+
+    def q_of_many(q_params, obs, actions, n):
+        """Q of `n` actions per state: actions `[N * n, ...]` -> `[k, N, n]`."""
+        values = q.apply(q_params, repeat_rows(obs, n), actions)
+        return values.reshape(values.shape[0], -1, n)
+
+    def critic_loss(params, batch, rng):
+        obs, new_obs = batch["obs"], batch["new_obs"]
+        n = obs.shape[0]
+        keys = split_keys(rng, 3 * m + 1)
+        alpha = jnp.exp(params["log_alpha"])
+        # TD target from the target networks and a fresh policy action at s'.
+        next_inputs = policy.apply(params["policy"], new_obs)
+        next_a, next_logp = sample_per_example(dist, next_inputs, keys[:, 0])
+        next_q = jnp.min(q.apply(params["target_q"], new_obs, next_a), axis=0)
+        if not deterministic:
+            next_q = next_q - alpha * next_logp
+        y = jax.lax.stop_gradient(batch["rewards"] + gamma * not_terminal(batch) * next_q)
+        q_data = q.apply(params["q"], obs, batch["actions"])  # [k, N]
+        td = jnp.sum((q_data - y) ** 2, axis=0)
+        # CQL(H): logsumexp over random actions and policy actions at s and s'.
+        rand_u = jax.vmap(lambda k: jax.random.uniform(k, (dim,), minval=-1.0, maxval=1.0))(
+            keys[:, 1:1 + m].reshape(-1, 2))
+        rand_a = from_unit(rand_u).reshape(n * m, *act_spec.shape)
+        pi_a, pi_logp = sample_per_example(
+            dist, repeat_rows(policy.apply(params["policy"], obs), m),
+            keys[:, 1 + m:1 + 2 * m].reshape(-1, 2))
+        nx_a, nx_logp = sample_per_example(
+            dist, repeat_rows(next_inputs, m), keys[:, 1 + 2 * m:].reshape(-1, 2))
+        cat = jnp.concatenate([
+            q_of_many(params["q"], obs, rand_a, m) - log_uniform,
+            q_of_many(params["q"], obs, pi_a, m) - pi_logp.reshape(n, m),
+            q_of_many(params["q"], obs, nx_a, m) - nx_logp.reshape(n, m)], axis=-1)
+        gap = temp * jax.nn.logsumexp(cat / temp, axis=-1) - q_data  # [k, N]
+        metrics = {"qf_mean": q_data.mean(0), "td_target_mean": y}
+        total = conservative_total(td, weight * gap, params, cfg, metrics)
+        return total, metrics
+
+    def actor_loss(params, batch, rng):
+        inputs = policy.apply(params["policy"], batch["obs"])
+        a, logp = sample_per_example(dist, inputs, rng)
+        alpha = jax.lax.stop_gradient(jnp.exp(params["log_alpha"]))
+        q_pi = jnp.min(q.apply(params["q"], batch["obs"], a), axis=0)
+        sac = alpha * logp - q_pi
+        bc = alpha * logp - dist.logp(inputs, batch["actions"])
+        loss = batch["bc_phase"] * bc + (1.0 - batch["bc_phase"]) * sac
+        return loss, {"policy_loss": loss, "logp": logp, "bc_phase": batch["bc_phase"]}
+
+    def alpha_loss(params, batch, rng):
+        inputs = policy.apply(params["policy"], batch["obs"])
+        _, logp = sample_per_example(dist, inputs, rng)
+        loss = -params["log_alpha"] * jax.lax.stop_gradient(logp + entropy_target)
+        return loss, {"alpha_loss": loss, "alpha_value": jnp.exp(params["log_alpha"])}
+
+    critic_nets = ("q", "log_alpha_prime") if cfg.lagrangian else ("q",)
+    return Learner(
+        init=init, act=lambda params, obs: policy.apply(params["policy"], obs), dist=dist,
+        losses=(Loss("qf", critic_nets, critic_loss, make_optimizer(cfg.critic_lr,
+                                                                      cfg.grad_clip)),
+                Loss("policy", ("policy",), actor_loss, make_optimizer(cfg.actor_lr,
+                                                                         cfg.grad_clip)),
+                Loss("alpha", ("log_alpha",), alpha_loss, make_optimizer(cfg.alpha_lr))),
+        targets={"target_q": "q"}, tau=cfg.tau,
+        target_update_period=max(1, cfg.target_network_update_freq),
+        prepare=prepare, extra_init={"num_actor_updates": np.int32(0)},
+        columns=("obs", "actions", "rewards", "new_obs", "terminateds"))
+
+
+def _discrete_learner(cfg: CQLConfig, obs_spec, act_spec) -> Learner:
+    q = q_ensemble(obs_spec, act_spec, cfg.model_config, cfg.twin_q)
+    temp, gamma, weight = cfg.temperature, cfg.gamma, cfg.min_q_weight
+
+    def init(rng):
+        return _critic_params(cfg, {"q": q.init(rng)})
+
+    def loss(params, batch, rng):
+        q_all = q.apply(params["q"], batch["obs"])  # [k, N, n]
+        q_data = take_action(q_all, batch["actions"])  # [k, N]
+        # Double DQN: the online networks choose the next action, the targets value it.
+        next_a = jnp.argmax(jnp.mean(q.apply(params["q"], batch["new_obs"]), axis=0), axis=-1)
+        next_q = jnp.min(take_action(q.apply(params["target_q"], batch["new_obs"]), next_a),
+                         axis=0)
+        y = jax.lax.stop_gradient(batch["rewards"] + gamma * not_terminal(batch) * next_q)
+        td = jnp.sum(huber(q_data - y), axis=0)
+        gap = temp * jax.nn.logsumexp(q_all / temp, axis=-1) - q_data
+        metrics = {"qf_mean": q_data.mean(0), "td_target_mean": y}
+        total = conservative_total(td, weight * gap, params, cfg, metrics)
+        return total, metrics
+
+    period = cfg.target_network_update_freq or DISCRETE_TARGET_UPDATE_FREQ
+    nets = ("q", "log_alpha_prime") if cfg.lagrangian else ("q",)
+    return Learner(
+        init=init, act=lambda params, obs: jnp.mean(q.apply(params["q"], obs), axis=0),
+        dist=categorical(act_spec.n),
+        losses=(Loss("qf", nets, loss, make_optimizer(cfg.critic_lr, cfg.grad_clip)),),
+        targets={"target_q": "q"}, tau=1.0, target_update_period=period,
+        columns=("obs", "actions", "rewards", "new_obs", "terminateds"))

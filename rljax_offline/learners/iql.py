@@ -1,0 +1,154 @@
+"""IQL: implicit Q-learning (Kostrikov et al. 2021), with RLlib's parameter names and defaults.
+
+IQL never queries Q on actions outside the data. Three losses, each on data actions only:
+
+* value (`value`): expectile regression of `V(s)` onto `min_k Q_target_k(s, a)`; with
+  `expectile > 0.5`, V approaches the best in-data action's value rather than the average;
+* critic (`qf`): `Q_k(s, a)` regresses `r + gamma * (1 - terminated) * V(s')` (each twin with
+  weight 1/2 when `twin_q`, as RLlib);
+* actor (`policy`): advantage-weighted regression,
+  `-min(exp(beta * (Q_target(s, a) - V(s))), 100) * logp(a | s)`.
+
+Box actions use the tanh-squashed Gaussian actor of RLlib's IQL module (`squashed=False` in
+`actor_squashed` gives d3rlpy's plain Gaussian); Discrete actions a categorical policy over the
+Q networks' per-action outputs. Target Q networks follow `tau` every
+`target_network_update_freq` updates (RLlib's defaults: tau=1.0, every update).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from rljax_offline import spaces as sp
+from rljax_offline.algorithms.config import (
+    AlgorithmConfig,
+    ConfigError,
+    boolean,
+    non_negative_int,
+    open_unit_interval,
+    option,
+    optional,
+    positive_float,
+    positive_int,
+    unit_interval_open_left,
+)
+from rljax_offline.learners.actor_critic import (
+    actor,
+    check_bounded,
+    expectile_loss,
+    not_terminal,
+    q_ensemble,
+    take_action,
+)
+from rljax_offline.learners.core import Learner, Loss
+from rljax_offline.learners.marwil import make_optimizer
+from rljax_offline.models.networks import value_network
+
+MAX_ADVANTAGE_WEIGHT = 100.0
+
+
+@dataclasses.dataclass(frozen=True)
+class IQLConfig(AlgorithmConfig):
+    """IQL with RLlib's names and defaults (RLlib's `IQLConfig`).
+
+    Example:
+        >>> from rljax_offline import IQLConfig
+        >>> algo = (IQLConfig().environment("CartPole-v1")
+        ...         .offline_data(input_="data/cartpole_mixed")
+        ...         .training(beta=3.0, expectile=0.8)).build()
+        >>> result = algo.train()
+    """
+
+    algo_name = "iql"
+
+    lr: float | None = option(None, "training", optional(positive_float),
+                              "unused (RLlib sets it None): IQL has actor_lr, critic_lr, value_lr")
+    train_batch_size_per_learner: int = option(256, "training", positive_int,
+                                               "rows of one update, over all devices")
+    beta: float = option(0.1, "training", positive_float,
+                         "inverse temperature of the advantage weights exp(beta * A)")
+    expectile: float = option(0.8, "training", open_unit_interval,
+                              "expectile of the value regression (0.5: the mean)")
+    actor_lr: float = option(3e-4, "training", positive_float, "learning rate of the actor")
+    critic_lr: float = option(3e-4, "training", positive_float,
+                              "learning rate of the Q networks")
+    value_lr: float = option(3e-4, "training", positive_float,
+                             "learning rate of the value network")
+    twin_q: bool = option(True, "training", boolean, "two Q networks, their minimum in targets")
+    tau: float = option(1.0, "training", unit_interval_open_left,
+                        "Polyak weight of the target Q update (1: copy)")
+    target_network_update_freq: int = option(0, "training", non_negative_int,
+                                             "updates between target updates (0: every one)")
+    actor_squashed: bool = option(True, "training", boolean,
+                                  "Box: tanh-squashed Gaussian actor (RLlib); False: plain "
+                                  "Gaussian (d3rlpy)")
+
+    def validate(self) -> None:
+        super().validate()
+        if self.lr is not None:
+            raise ConfigError("IQLConfig: lr is not used; set actor_lr, critic_lr and value_lr "
+                              f"(got lr={self.lr!r})")
+
+    def check_spaces(self, obs_spec, act_spec) -> None:
+        super().check_spaces(obs_spec, act_spec)
+        if isinstance(act_spec, sp.BoxSpec) and self.actor_squashed:
+            check_bounded(act_spec, "IQLConfig with actor_squashed=True")
+
+    def make_learner(self, obs_spec, act_spec) -> Learner:
+        self.check_spaces(obs_spec, act_spec)
+        policy = actor(obs_spec, act_spec, self.model_config, squashed=self.actor_squashed)
+        q = q_ensemble(obs_spec, act_spec, self.model_config, self.twin_q)
+        value = value_network(obs_spec, self.model_config)
+        discrete = isinstance(act_spec, sp.DiscreteSpec)
+        gamma, expectile, beta = self.gamma, self.expectile, self.beta
+        twin_weight = 0.5 if self.twin_q else 1.0
+
+        def q_data(q_params, batch):
+            if discrete:
+                return take_action(q.apply(q_params, batch["obs"]), batch["actions"])
+            return q.apply(q_params, batch["obs"], batch["actions"])
+
+        def target_q(params, batch):
+            return jax.lax.stop_gradient(jnp.min(q_data(params["target_q"], batch), axis=0))
+
+        def init(rng):
+            k1, k2, k3 = jax.random.split(rng, 3)
+            return {"policy": policy.init(k1), "q": q.init(k2), "value": value.init(k3)}
+
+        def value_loss(params, batch, rng):
+            v = value.apply(params["value"], batch["obs"])
+            loss = expectile_loss(target_q(params, batch) - v, expectile)
+            return loss, {"vf_loss": loss, "vf_mean": v}
+
+        def actor_loss(params, batch, rng):
+            adv = target_q(params, batch) - jax.lax.stop_gradient(
+                value.apply(params["value"], batch["obs"]))
+            weight = jnp.minimum(jnp.exp(beta * adv), MAX_ADVANTAGE_WEIGHT)
+            logp = policy.dist.logp(policy.dist_inputs(params["policy"], batch),
+                                    batch["actions"])
+            loss = -weight * logp
+            return loss, {"policy_loss": loss, "advantage_mean": adv,
+                          "advantage_weight_mean": weight}
+
+        def critic_loss(params, batch, rng):
+            next_v = value.apply(params["value"], batch["new_obs"])
+            y = jax.lax.stop_gradient(batch["rewards"] + gamma * not_terminal(batch) * next_v)
+            qs = q_data(params["q"], batch)
+            loss = twin_weight * jnp.sum((qs - y) ** 2, axis=0)
+            return loss, {"qf_loss": loss, "qf_mean": qs.mean(0)}
+
+        return Learner(
+            init=init, act=lambda params, obs: policy.apply(params["policy"], obs),
+            dist=policy.dist,
+            losses=(Loss("value", ("value",), value_loss,
+                         make_optimizer(self.value_lr, self.grad_clip)),
+                    Loss("policy", ("policy",), actor_loss,
+                         make_optimizer(self.actor_lr, self.grad_clip)),
+                    Loss("qf", ("q",), critic_loss,
+                         make_optimizer(self.critic_lr, self.grad_clip))),
+            targets={"target_q": "q"}, tau=self.tau,
+            target_update_period=max(1, self.target_network_update_freq),
+            columns=("obs", "actions", "rewards", "new_obs", "terminateds"))

@@ -1,0 +1,64 @@
+"""Shared helpers for the CQL and IQL tests: one update on a hand-made batch, the exact-resume
+check through the registry, and the best evaluation return of a short run."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rljax_offline import spaces as sp
+from rljax_offline.algorithms.algorithm import Algorithm
+from rljax_offline.learners.core import DataParallel, init_state, select_devices
+
+LEARNER_KEYS = "default_policy"
+
+
+def learner_of(config, obs_space, act_space):
+    return config.make_learner(sp.to_spec(obs_space), sp.to_spec(act_space))
+
+
+def run_updates(learner, batch, *counts, seed=0):
+    """The state and metrics after each of `counts` updates (ascending) of `learner` on the
+    same batch; one compiled step (plain jit, one device)."""
+    dp = DataParallel(learner, select_devices(1), len(batch["obs"]), mode="jit")
+    state = dp.put_replicated(init_state(learner, seed))
+    batch = {k: jnp.asarray(v) for k, v in batch.items()}
+    out, done, metrics = [], 0, None
+    for count in counts:
+        for _ in range(count - done):
+            state, metrics = dp.step(state, batch)
+        done = count
+        out.append(jax.device_get((state, metrics)))
+    return out[0] if len(out) == 1 else out
+
+
+def assert_resume_is_exact(config, tmp_path):
+    """3 iterations straight == 1 iteration, save, `Algorithm.from_checkpoint` (the registry
+    finds the algorithm by name), 2 more: params, optimizer states and extras bit for bit."""
+    straight = config.build()
+    losses_straight = [straight.train()["learners"][LEARNER_KEYS] for _ in range(3)]
+    first = config.build()
+    first.train()
+    first.save(str(tmp_path / "ckpt"))
+    resumed = Algorithm.from_checkpoint(str(tmp_path / "ckpt"))
+    assert type(resumed.config) is type(config) and resumed.iteration == 1
+    losses_resumed = [resumed.train()["learners"][LEARNER_KEYS] for _ in range(2)]
+    for a, b in zip(losses_straight[1:], losses_resumed):
+        assert {k: float(v) for k, v in a.items()} == {k: float(v) for k, v in b.items()}
+    for part in ("params", "opt_states", "extra"):
+        x, y = getattr(straight.state, part), getattr(resumed.state, part)
+        same = jax.tree_util.tree_map(lambda u, v: bool(np.array_equal(np.asarray(u),
+                                                                       np.asarray(v))), x, y)
+        assert all(jax.tree_util.tree_leaves(same)), part
+    updates = 3 * config.num_updates_per_iteration
+    assert int(straight.state.step) == int(resumed.state.step) == updates
+
+
+def best_return(config, iterations):
+    """Highest mean evaluation return over `iterations` train() calls."""
+    algo = config.build()
+    best = -np.inf
+    for _ in range(iterations):
+        result = algo.train()
+        best = max(best, result["evaluation"]["env_runners"]["episode_return_mean"])
+    algo.stop()
+    return best

@@ -1,0 +1,132 @@
+"""CQL: RLlib's names and defaults, the conservative term, the actor's BC warm-up, the
+Lagrangian weight, hard target copies (Discrete), named errors, exact resume.
+
+(8 devices == 1 and the three update modes: `learner_testlib.ALGORITHM_CASES`.)"""
+
+import gymnasium as gym
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from offline_rl_testlib import assert_resume_is_exact, learner_of, run_updates
+
+from rljax_offline import CQLConfig
+from rljax_offline import spaces as sp
+from rljax_offline.algorithms.config import ConfigError
+from rljax_offline.datasets import record_mixed
+from rljax_offline.learners.actor_critic import q_ensemble
+
+OBS = gym.spaces.Box(-1, 1, (2,), np.float32)
+BOX = gym.spaces.Box(-2, 2, (1,), np.float32)
+DISCRETE = gym.spaces.Discrete(3)
+SMALL = {"fcnet_hiddens": [32, 32]}
+N = 128
+
+
+def terminal_batch(actions, seed=0):
+    """One-step episodes with reward 0: every action's true value is 0, and the data holds
+    only `actions`."""
+    rng = np.random.default_rng(seed)
+    obs = rng.uniform(-1, 1, (N, 2)).astype(np.float32)
+    return {"obs": obs, "new_obs": obs, "actions": actions, "rewards": np.zeros(N, np.float32),
+            "terminateds": np.ones(N, bool)}
+
+
+def test_rllib_defaults():
+    c = CQLConfig()
+    assert (c.bc_iters, c.temperature, c.num_actions, c.lagrangian, c.lagrangian_thresh,
+            c.min_q_weight, c.deterministic_backup) == (20000, 1.0, 10, False, 5.0, 5.0, True)
+    assert (c.actor_lr, c.critic_lr, c.alpha_lr, c.lr) == (1e-4, 1e-3, 1e-3, None)
+    assert (c.tau, c.twin_q, c.initial_alpha, c.target_entropy, c.gamma) == (
+        5e-3, True, 1.0, "auto", 0.99)
+    assert c.train_batch_size_per_learner == 256 and c.algo_name == "cql"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"lr": 1e-3}, "lr is not used"), ({"min_q_weight": -1.0}, "min_q_weight must be"),
+    ({"num_actions": 0}, "num_actions must be a positive int"),
+    ({"target_entropy": "high"}, "target_entropy must be"), ({"tau": 0.0}, "tau must be"),
+    ({"lagrangian": 1}, "lagrangian must be True or False"), ({"bogus": 1}, "unknown key"),
+])
+def test_bad_values_are_one_line_named_errors(kwargs, message):
+    with pytest.raises(ConfigError, match=message) as e:
+        CQLConfig().training(**kwargs)
+    assert "\n" not in str(e.value)
+
+
+def test_unbounded_box_actions_are_refused_before_compiling():
+    with pytest.raises(ConfigError, match="finite bounds"):
+        learner_of(CQLConfig(), OBS, gym.spaces.Box(-np.inf, np.inf, (1,), np.float32))
+    with pytest.raises(ConfigError, match="Discrete and Box"):
+        learner_of(CQLConfig(), OBS, gym.spaces.MultiDiscrete([2, 2]))
+
+
+def test_discrete_cql_pushes_unseen_actions_down():
+    cfg = CQLConfig().training(critic_lr=3e-3).rl_module(model_config=SMALL)
+    learner = learner_of(cfg, OBS, DISCRETE)
+    state, metrics = run_updates(learner, terminal_batch(np.zeros(N, np.int64)), 150)
+    q = np.asarray(learner.act(state.params, jnp.asarray(terminal_batch(None)["obs"])))
+    # Q of the data's action is near its true value 0; the unseen ones are pushed below it.
+    assert np.all(q[:, 1:] < q[:, :1] - 0.5), q[:4]
+    assert abs(float(np.mean(q[:, 0]))) < 1.0
+    assert set(metrics) >= {"qf_loss", "cql_loss", "critic_loss", "gradients_qf_global_norm"}
+
+
+def test_discrete_targets_are_hard_copies_every_period():
+    cfg = CQLConfig().training(target_network_update_freq=3).rl_module(model_config=SMALL)
+    learner = learner_of(cfg, OBS, DISCRETE)
+    batch = terminal_batch(np.zeros(N, np.int64))
+    (start, _), (two, _), (three, _) = run_updates(learner, batch, 1, 2, 3)
+    assert np.array_equal(first_leaf(two.params["target_q"]), first_leaf(start.params["target_q"]))
+    assert not np.array_equal(first_leaf(two.params["target_q"]), first_leaf(two.params["q"]))
+    assert np.array_equal(first_leaf(three.params["target_q"]), first_leaf(three.params["q"]))
+
+
+def first_leaf(tree):
+    return np.asarray(jax.tree_util.tree_leaves(tree)[0])
+
+
+def box_q(cfg, params, obs, actions):
+    q = q_ensemble(sp.to_spec(OBS), sp.to_spec(BOX), cfg.model_config, cfg.twin_q)
+    return np.asarray(q.apply(params["q"], jnp.asarray(obs), jnp.asarray(actions))).min(0)
+
+
+def test_box_cql_values_data_actions_above_others_and_warms_up_with_bc():
+    cfg = CQLConfig().training(bc_iters=100, actor_lr=3e-3, critic_lr=3e-3,
+                               num_actions=4).rl_module(model_config=SMALL)
+    learner = learner_of(cfg, OBS, BOX)
+    batch = terminal_batch(np.full((N, 1), 1.5, np.float32))
+    (state, metrics), (later, later_metrics) = run_updates(learner, batch, 100, 101)
+    assert float(metrics["bc_phase"]) == 1.0
+    # After the warm-up the actor imitates the data: its greedy action is near 1.5.
+    greedy = np.asarray(learner.dist.greedy(learner.act(state.params, jnp.asarray(batch["obs"]))))
+    # (It starts near 0; the entropy term keeps it from fitting exactly in 100 steps.)
+    assert np.mean(np.abs(greedy - 1.5)) < 0.35 and np.all(greedy > 0.7), greedy[:4]
+    assert np.all(np.abs(greedy) <= 2.0)
+    q_data = box_q(cfg, state.params, batch["obs"], batch["actions"])
+    q_other = box_q(cfg, state.params, batch["obs"], np.full((N, 1), -1.5, np.float32))
+    assert np.all(q_other < q_data - 0.5), (q_data[:4], q_other[:4])
+    assert float(later_metrics["bc_phase"]) == 0.0 and int(later.extra["num_actor_updates"]) == 101
+
+
+def test_lagrangian_weight_falls_when_the_gap_is_under_the_threshold():
+    cfg = CQLConfig().training(lagrangian=True, lagrangian_thresh=1e3, bc_iters=0,
+                               num_actions=2).rl_module(model_config=SMALL)
+    learner = learner_of(cfg, OBS, BOX)
+    (_, m1), (_, m20) = run_updates(learner, terminal_batch(np.zeros((N, 1), np.float32)),
+                                    1, 20)
+    assert float(m20["alpha_prime"]) < float(m1["alpha_prime"]) <= 1.0
+
+
+@pytest.mark.parametrize("recipe, episodes", [("cartpole-mixed-small", 20),
+                                              ("pendulum-mixed-small", 3)])
+def test_resume_is_exact(tmp_path, recipe, episodes):
+    record_mixed(recipe, str(tmp_path / "data"), num_episodes=episodes)
+    env = {"cartpole": "CartPole-v1", "pendulum": "Pendulum-v1"}[recipe.split("-")[0]]
+    config = (CQLConfig().environment(env).offline_data(input_=str(tmp_path / "data"))
+              .training(num_updates_per_iteration=4, train_batch_size_per_learner=64,
+                        bc_iters=6, num_actions=2, target_network_update_freq=3)
+              .rl_module(model_config={"fcnet_hiddens": [16]})
+              .learners(num_devices=2 if env == "CartPole-v1" else 1)
+              .evaluation(evaluation_interval=0))
+    assert_resume_is_exact(config, tmp_path)

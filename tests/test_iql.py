@@ -1,0 +1,102 @@
+"""IQL: RLlib's names and defaults, the expectile loss, advantage weighting that prefers the
+better of the data's actions where BC follows the majority, named errors, exact resume.
+
+(8 devices == 1 and the three update modes: `learner_testlib.ALGORITHM_CASES`.)"""
+
+import gymnasium as gym
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from offline_rl_testlib import assert_resume_is_exact, learner_of, run_updates
+
+from rljax_offline import IQLConfig
+from rljax_offline.algorithms.config import ConfigError
+from rljax_offline.datasets import record_mixed
+from rljax_offline.learners.actor_critic import expectile_loss
+from rljax_offline.learners.iql import MAX_ADVANTAGE_WEIGHT
+
+OBS = gym.spaces.Box(-1, 1, (2,), np.float32)
+SMALL = {"fcnet_hiddens": [32, 32]}
+N = 200
+
+
+def test_rllib_defaults():
+    c = IQLConfig()
+    assert (c.beta, c.expectile, c.actor_lr, c.critic_lr, c.value_lr, c.lr) == (
+        0.1, 0.8, 3e-4, 3e-4, 3e-4, None)
+    assert (c.twin_q, c.tau, c.target_network_update_freq, c.algo_name) == (True, 1.0, 0, "iql")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"expectile": 1.0}, "expectile must be a number in \\(0, 1\\)"),
+    ({"beta": 0.0}, "beta must be"), ({"lr": 1e-3}, "lr is not used"),
+    ({"value_lr": "fast"}, "value_lr must be"),
+])
+def test_bad_values_are_one_line_named_errors(kwargs, message):
+    with pytest.raises(ConfigError, match=message) as e:
+        IQLConfig().training(**kwargs)
+    assert "\n" not in str(e.value)
+
+
+def test_unbounded_box_needs_the_plain_gaussian_actor():
+    unbounded = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
+    with pytest.raises(ConfigError, match="finite bounds"):
+        learner_of(IQLConfig(), OBS, unbounded)
+    learner = learner_of(IQLConfig().training(actor_squashed=False), OBS, unbounded)
+    assert learner.dist.dist_dim == 2
+
+
+def test_expectile_loss_is_minimised_by_the_expectile():
+    values = np.random.default_rng(0).normal(size=20_000).astype(np.float32)
+    grid = np.linspace(-1, 2, 601)
+    for tau in (0.5, 0.8, 0.9):
+        losses = [float(jnp.mean(expectile_loss(jnp.asarray(values) - c, tau))) for c in grid]
+        best = grid[int(np.argmin(losses))]
+        # The tau-expectile e solves tau * E[(x-e)+] = (1-tau) * E[(e-x)+].
+        e = grid[int(np.argmin([abs(tau * np.mean(np.maximum(values - c, 0)) -
+                                    (1 - tau) * np.mean(np.maximum(c - values, 0)))
+                                for c in grid]))]
+        assert abs(best - e) <= grid[1] - grid[0]
+        assert (best > 0.3) == (tau > 0.5)
+
+
+def two_action_batch(seed=0):
+    """One state kind, two actions: action 0 earns 1 and ends the episode, action 1 earns 0
+    and ends it; 75% of the data takes action 1."""
+    rng = np.random.default_rng(seed)
+    obs = rng.uniform(-1, 1, (N, 2)).astype(np.float32)
+    actions = (rng.random(N) < 0.75).astype(np.int64)
+    return {"obs": obs, "new_obs": obs, "actions": actions,
+            "rewards": (actions == 0).astype(np.float32), "terminateds": np.ones(N, bool)}
+
+
+def test_advantage_weights_pick_the_better_minority_action():
+    batch = two_action_batch()
+    cfg = (IQLConfig().training(beta=10.0, expectile=0.9, actor_lr=3e-3, critic_lr=3e-3,
+                                value_lr=3e-3)
+           .rl_module(model_config=SMALL))
+    learner = learner_of(cfg, OBS, gym.spaces.Discrete(2))
+    state, metrics = run_updates(learner, batch, 300)
+    probs = np.asarray(jax.nn.softmax(learner.act(state.params, jnp.asarray(batch["obs"]))))
+    # BC would give action 0 a probability near 0.25; IQL puts most mass on it.
+    assert np.all(probs[:, 0] > 0.6), probs[:4]
+    assert float(metrics["advantage_weight_mean"]) <= MAX_ADVANTAGE_WEIGHT
+    # V sits at the upper expectile of Q over the data's actions: near Q(s, 0) = 1.
+    assert 0.5 < float(metrics["vf_mean"]) < 1.1
+    assert set(metrics) >= {"vf_loss", "policy_loss", "qf_loss", "gradients_value_global_norm",
+                            "gradients_policy_global_norm", "gradients_qf_global_norm"}
+
+
+@pytest.mark.parametrize("recipe, episodes", [("cartpole-mixed-small", 20),
+                                              ("pendulum-mixed-small", 3)])
+def test_resume_is_exact(tmp_path, recipe, episodes):
+    record_mixed(recipe, str(tmp_path / "data"), num_episodes=episodes)
+    env = {"cartpole": "CartPole-v1", "pendulum": "Pendulum-v1"}[recipe.split("-")[0]]
+    config = (IQLConfig().environment(env).offline_data(input_=str(tmp_path / "data"))
+              .training(num_updates_per_iteration=4, train_batch_size_per_learner=64,
+                        tau=0.5, target_network_update_freq=3)
+              .rl_module(model_config={"fcnet_hiddens": [16]})
+              .learners(num_devices=2 if env == "CartPole-v1" else 1)
+              .evaluation(evaluation_interval=0))
+    assert_resume_is_exact(config, tmp_path)
