@@ -60,11 +60,20 @@ def _config_from_args(args):
             .offline_data(input_=args.input, **_read_kwargs(args))
             .training(train_batch_size_per_learner=args.batch_size,
                       num_updates_per_iteration=args.updates_per_iteration, **training)
-            .learners(num_devices=args.num_devices)
+            .learners(num_devices=args.num_devices, **_distributed_kwargs(args))
             .evaluation(evaluation_interval=args.eval_interval,
                         evaluation_duration=args.eval_episodes)
             .rl_module(model_config={"fcnet_hiddens": args.hiddens})
             .debugging(seed=args.seed))
+
+
+def _distributed_kwargs(args) -> dict:
+    """The multi-host flags that were given (the rest stay None: JAX's environment then)."""
+    keys = ("coordinator_address", "num_processes", "process_id")
+    out = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
+    if args.heartbeat_timeout is not None:
+        out["distributed_heartbeat_timeout_s"] = args.heartbeat_timeout
+    return out
 
 
 def cmd_train(args) -> int:
@@ -179,6 +188,17 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
     p.add_argument("--out", default="rljax_runs/run")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true")
+    multi = p.add_argument_group(
+        "multi-host (jax.distributed; left out: JAX_COORDINATOR_ADDRESS and the cluster's "
+        "environment, as jax.distributed.initialize reads them)")
+    multi.add_argument("--coordinator-address", default=None, metavar="HOST:PORT",
+                       help="process 0's address; every process passes the same")
+    multi.add_argument("--num-processes", type=int, default=None, metavar="N")
+    multi.add_argument("--process-id", type=int, default=None, metavar="I",
+                       help="this process, 0 to N-1; process 0 writes --out")
+    multi.add_argument("--heartbeat-timeout", type=int, default=None, metavar="SECONDS",
+                       help="a peer silent this long is dead: the others end with an error "
+                            "(default 10)")
     _add_read_options(p)
     _add_algorithm_options(p, algo)
     p.set_defaults(func=cmd_train)

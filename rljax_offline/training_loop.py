@@ -8,6 +8,8 @@ import os
 import time
 from collections.abc import Callable
 
+import jax
+
 from rljax_offline.algorithms.config import AlgorithmConfig
 from rljax_offline.plotting import main_loss, save_learning_curve
 
@@ -30,9 +32,12 @@ def run_training(config: AlgorithmConfig, *, iterations: int = 50, stop_return: 
     iteration, so an interrupted run resumes from its last checkpoint when started again
     with `resume=True`.
 
-    Writes `out_dir/metrics.jsonl` and `out_dir/learning_curve.png`; returns a summary.
+    Writes `out_dir/metrics.jsonl` and `out_dir/learning_curve.png`; returns a summary. In
+    a multi-process run every process trains and process 0 alone writes.
     """
     from tqdm import tqdm
+
+    from rljax_offline.distributed import is_writer
 
     os.makedirs(out_dir, exist_ok=True)
     ckpt = os.path.join(out_dir, "checkpoint")
@@ -43,9 +48,10 @@ def run_training(config: AlgorithmConfig, *, iterations: int = 50, stop_return: 
     best = None
     reached = False
     metrics_path = os.path.join(out_dir, "metrics.jsonl")
-    with open(metrics_path, "a") as log, tqdm(total=iterations, initial=algo.iteration,
-                                              desc=f"{config.algo_name.upper()} training",
-                                              disable=not progress, unit="it") as bar:
+    writer = is_writer()
+    with open(metrics_path if writer else os.devnull, "a") as log, tqdm(
+            total=iterations, initial=algo.iteration, desc=f"{config.algo_name.upper()} training",
+            disable=not (progress and writer), unit="it") as bar:
         while algo.iteration < iterations:
             result = algo.train()
             row = _short(result)
@@ -62,10 +68,11 @@ def run_training(config: AlgorithmConfig, *, iterations: int = 50, stop_return: 
                 if stop_return is not None and ret >= stop_return:
                     reached = True
                     break
-    plot = save_learning_curve(algo.history, os.path.join(out_dir, "learning_curve.png"),
-                               target_return=stop_return)
+    plot = (save_learning_curve(algo.history, os.path.join(out_dir, "learning_curve.png"),
+                                target_return=stop_return) if writer else None)
     algo.stop()
     return {"iterations": algo.iteration, "best_return": best, "reached_target": reached,
             "seconds": round(time.perf_counter() - t0, 2), "data_load_s":
             round(algo.timers.get("data_load_s", 0.0), 2), "checkpoint": ckpt,
-            "metrics": metrics_path, "plot": plot, "num_devices": len(algo.devices)}
+            "metrics": metrics_path, "plot": plot, "num_devices": len(algo.devices),
+            "process_index": jax.process_index(), "process_count": jax.process_count()}
