@@ -73,6 +73,8 @@ def _distributed_kwargs(args) -> dict:
     out = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
     if args.heartbeat_timeout is not None:
         out["distributed_heartbeat_timeout_s"] = args.heartbeat_timeout
+    if args.initialization_timeout is not None:
+        out["distributed_initialization_timeout_s"] = args.initialization_timeout
     return out
 
 
@@ -199,6 +201,8 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
     multi.add_argument("--heartbeat-timeout", type=int, default=None, metavar="SECONDS",
                        help="a peer silent this long is dead: the others end with an error "
                             "(default 10)")
+    multi.add_argument("--initialization-timeout", type=int, default=None, metavar="SECONDS",
+                       help="how long to wait for every process to join (default 60)")
     _add_read_options(p)
     _add_algorithm_options(p, algo)
     p.set_defaults(func=cmd_train)

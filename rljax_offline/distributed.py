@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 import re
+import socket
+import time
 
 import jax
 
@@ -45,6 +47,40 @@ def _check(coordinator_address, num_processes, process_id) -> None:
         if num_processes is not None and not 0 <= process_id < num_processes:
             raise DistributedError(f"process_id {process_id} is out of range for "
                                    f"num_processes={num_processes} (0 to {num_processes - 1})")
+
+
+def _split(address: str) -> tuple[str, int]:
+    host, port = address.rsplit(":", 1)
+    return host.strip("[]"), int(port)
+
+
+def _wait_for_coordinator(address: str, timeout_s: float, who: str) -> None:
+    """Waits until process 0's coordinator accepts connections. XLA's own client aborts the
+    process with a stack trace when it cannot register; this turns that into a named error."""
+    host, port = _split(address)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=1.0):
+                return
+        except OSError as e:
+            if time.monotonic() >= deadline:
+                raise DistributedError(
+                    f"could not reach the coordinator at {address} within {timeout_s:g} s "
+                    f"({who}): {e.strerror or e}; is process 0 running with the same "
+                    "--coordinator-address, and is the port open?") from None
+            time.sleep(0.2)
+
+
+def _check_port_free(address: str, who: str) -> None:
+    """Process 0 serves the coordinator: a port already taken is a named error."""
+    _, port = _split(address)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("", port))
+        except OSError as e:
+            raise DistributedError(f"process 0 cannot serve the coordinator on port {port} "
+                                   f"({who}): {e.strerror or e}; pick a free port") from None
 
 
 def is_initialized() -> bool:
@@ -79,6 +115,11 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     _check(coordinator_address, num_processes, process_id)
     address = coordinator_address or os.environ.get("JAX_COORDINATOR_ADDRESS")
     who = f"process {process_id} of {num_processes}"
+    if address is not None and process_id is not None:
+        if process_id == 0:
+            _check_port_free(address, who)
+        else:
+            _wait_for_coordinator(address, initialization_timeout_s, who)
     try:
         jax.distributed.initialize(coordinator_address=coordinator_address,
                                    num_processes=num_processes, process_id=process_id,
