@@ -58,7 +58,8 @@ class NatureCNN(nn.Module):
 
     @nn.compact
     def __call__(self, obs):
-        x = obs.astype(jnp.float32) / 255.0
+        # The default learner pipeline hands the frames over flattened.
+        x = obs.reshape(obs.shape[0], *OBS_SHAPE).astype(jnp.float32) / 255.0
         for feats, k, s in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
             x = nn.relu(nn.Conv(feats, (k, k), (s, s), padding="VALID")(x))
         x = nn.relu(nn.Dense(512)(x.reshape(x.shape[0], -1)))
@@ -97,7 +98,7 @@ def generate(path: str, gb: float, episodes_per_file: int = 16) -> tuple[int, in
         rng = np.random.default_rng(1)
 
         def episode():
-            b = EpisodeBuilder()
+            b = EpisodeBuilder(observation_space=AtariShapedEnv.observation_space)
             idx = rng.integers(0, len(pool), EPISODE_LEN + 1)
             b.add_env_reset(pool[idx[0]])
             for t in range(EPISODE_LEN):

@@ -176,8 +176,11 @@ class Algorithm:
         episodes = sorted(episodes, key=len)
         groups = [episodes[i:i + _EPISODES_PER_BATCH]
                   for i in range(0, len(episodes), _EPISODES_PER_BATCH)]
-        batches = [EpisodeBatch.from_episodes(g, pad_batch_to=_EPISODES_PER_BATCH)
-                   for g in groups]
+        # Padded to a power of two of episodes (few shapes to compile), no further: a
+        # streamed chunk of 4 Atari episodes must not become 64 episodes of padding.
+        pads = [min(_EPISODES_PER_BATCH, 1 << (len(g) - 1).bit_length()) for g in groups]
+        batches = [EpisodeBatch.from_episodes(g, pad_batch_to=pad)
+                   for g, pad in zip(groups, pads)]
         if fit and jax.tree_util.tree_leaves(connector_state):
             for eb in batches:
                 _, _, connector_state = apply(connector_state, eb, {}, Context())
@@ -185,7 +188,7 @@ class Algorithm:
         cols: dict[str, list] = {k: [] for k in wanted}
         lengths: list | None = []
         xp = jnp if on_device else np
-        for eb, group in zip(batches, groups):
+        for eb, group, pad in zip(batches, groups, pads):
             _, batch, _ = apply(connector_state, eb, {}, Context(frozen=True))
             missing = [k for k in wanted if k not in batch]
             if missing:
@@ -193,8 +196,8 @@ class Algorithm:
                                f"learner pipeline does not make; it makes {sorted(batch)}")
             keep = np.asarray(batch["loss_mask"])
             rows = np.flatnonzero(keep)
-            if lengths is not None and keep.size % _EPISODES_PER_BATCH == 0:
-                per_episode = keep.reshape(_EPISODES_PER_BATCH, -1).sum(axis=1)[:len(group)]
+            if lengths is not None and keep.size % pad == 0:
+                per_episode = keep.reshape(pad, -1).sum(axis=1)[:len(group)]
                 lengths.extend(int(c) for c in per_episode if c)
             else:
                 lengths = None
