@@ -181,3 +181,20 @@ def test_prefetch_thread_never_leaks():
     assert 10_000 in closed
     with pytest.raises(ValueError, match="prefetch size must be >= 1"):
         prefetch_to_device(source(1), device, size=0)
+
+
+def test_a_dropped_streaming_algorithm_ends_its_prefetch_thread(rllib_fixtures):
+    from rljax_offline import BCConfig
+
+    before = len(_prefetch_threads())
+    algo = (BCConfig().environment("CartPole-v1")
+            .offline_data(input_=str(rllib_fixtures / "episodes"), materialize_data=False,
+                          materialize_mapped_data=False)
+            .training(train_batch_size_per_learner=64, num_updates_per_iteration=2)
+            .rl_module(model_config={"fcnet_hiddens": [8]})
+            .evaluation(evaluation_interval=0).learners(compilation_cache_dir=None).build())
+    algo.train()
+    assert len(_prefetch_threads()) == before + 1
+    del algo  # no stop(): collection alone ends the thread
+    gc.collect()
+    assert _wait_until(lambda: len(_prefetch_threads()) == before)

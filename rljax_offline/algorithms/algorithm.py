@@ -23,6 +23,7 @@ timesteps.
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -264,7 +265,10 @@ class Algorithm:
             self.num_timesteps = self._data.num_rows
             self.num_episodes = self._data.num_episodes or len(episodes)
         else:
-            self._stream = prefetch_to_device(self._global_batches(), self.dp.put_sharded,
+            # The prefetch thread's generator holds the algorithm weakly: an algorithm that
+            # is dropped without stop() is still collected, and its thread then ends.
+            batches = Algorithm._global_batches(weakref.proxy(self))
+            self._stream = prefetch_to_device(batches, self.dp.put_sharded,
                                               max(self.config.prefetch_batches, 1))
         self.timers["data_load_s"] = time.perf_counter() - t0
 
