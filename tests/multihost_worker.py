@@ -5,7 +5,9 @@
 Joins the run, then, for BC and MARWIL and both sample units, puts this process's rows of a
 61-row data set on the global mesh (process 0 holds 25 rows, process 1 the other 36: the
 blocks differ in size), runs 4 scanned updates over every process's devices, and compares
-with one local device running the same updates on all 61 rows in order. Prints one JSON line.
+with one local device running the same updates on all 61 rows in order; then streams 3 global
+batches, each process's half already on a local device, through the prefetch thread. Prints
+one JSON line.
 """
 
 import json
@@ -25,7 +27,12 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from learner_testlib import ALGORITHM_CASES, learner_for, max_diff, random_columns, to_float64  # noqa: E402
 
-from rljax_offline.learners.core import DataParallel, init_state, select_devices  # noqa: E402
+from rljax_offline.learners.core import (  # noqa: E402
+    DataParallel,
+    init_state,
+    prefetch_to_device,
+    select_devices,
+)
 
 N, SPLIT, LENGTHS = 61, 25, ([10, 15], [20, 1, 15])
 
@@ -50,6 +57,24 @@ def run(case):
         out[unit] = {"diff_vs_one_device": max_diff(got, ref),
                      "param_checksum": float(sum(np.sum(np.asarray(x)) for x in leaves)),
                      "devices": len(dp.devices), "step": int(jax.device_get(state.step))}
+    # Streamed: this process's 8 rows of each 16-row global batch, already on a local
+    # device, through the prefetch thread; equals one device stepping the global batches.
+    dp = DataParallel(learner, select_devices(), 16)
+    batches = [jax.tree_util.tree_map(lambda x, i=i: x[i * 16:(i + 1) * 16], data)
+               for i in range(3)]
+    mine = [jax.device_put(jax.tree_util.tree_map(lambda x: x[pid * 8:(pid + 1) * 8], b),
+                           jax.local_devices()[0]) for b in batches]
+    state = dp.put_replicated(to_float64(init_state(learner, 7)))
+    state, _ = dp.stream_updates(state, prefetch_to_device(iter(mine), dp.put_sharded), 3)
+    one = DataParallel(learner, jax.local_devices()[:1], 16, mode="jit")
+    ref = one.put_replicated(to_float64(init_state(learner, 7)))
+    for b in batches:
+        ref, _ = one.step(ref, b)
+    got = jax.device_get(state.params)
+    out["streamed"] = {"diff_vs_one_device": max_diff(got, jax.device_get(ref.params)),
+                       "param_checksum": float(sum(np.sum(np.asarray(x))
+                                                   for x in jax.tree_util.tree_leaves(got))),
+                       "devices": len(dp.devices), "step": int(jax.device_get(state.step))}
     return out
 
 
