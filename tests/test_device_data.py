@@ -113,6 +113,8 @@ def test_multi_process_block_layout_equals_contiguous_rows():
         data = to_float64(data)
         one = DataParallel(learner, select_devices(1), 16)
         ref = _scan(learner, one, one.put_data(data), "timesteps")
+        # a plain dict of columns (host or replicated) is put on the devices first
+        assert max_diff(ref.params, _scan(learner, one, data, "timesteps").params) == 0.0
         dp = DataParallel(learner, select_devices(8), 16)
         blocks = jax.tree_util.tree_map(
             lambda x: np.concatenate([x[:5], np.zeros((3, *x.shape[1:]), x.dtype), x[5:]]),
