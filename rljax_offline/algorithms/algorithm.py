@@ -297,8 +297,8 @@ class Algorithm:
             for chunk in _chunks(self._episode_stream(epoch), per_read):
                 seen += len(chunk)
                 chunk = self._prelearned(chunk)
-                if self._stream_cstate is None:
-                    self._stream_cstate = self.state.connector_state
+                if self._stream_cstate is None:  # a host copy: updates donate the state
+                    self._stream_cstate = jax.device_get(self.state.connector_state)
                 cols, self._stream_cstate, _ = self._columns(chunk, self._stream_cstate,
                                                              fit=True, on_device=True)
                 buf = cols if buf is None else jax.tree_util.tree_map(
@@ -326,9 +326,10 @@ class Algorithm:
         else:
             self.state, metrics = self.dp.stream_updates(self.state, self._stream, n)
             # The connector state fitted on the streamed data so far (batches run ahead of the
-            # updates by the prefetch depth).
-            self.state = self.state._replace(
-                connector_state=self.dp.put_replicated(self._agreed(self._stream_cstate)))
+            # updates by the prefetch depth). Put from a host copy: a device_put can alias
+            # the prefetch thread's buffers, which the next update donates.
+            self.state = self.state._replace(connector_state=self.dp.put_replicated(
+                jax.device_get(self._agreed(self._stream_cstate))))
         metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
         extra = {k: float(v) for k, v in jax.device_get(self.state.extra).items()
                  if np.ndim(v) == 0}
