@@ -72,7 +72,7 @@ def ours(obs, act, num_devices):
         sp.to_spec(gym.spaces.Box(-5, 5, (4,))), sp.to_spec(gym.spaces.Discrete(2)))
     dp = DataParallel(learner, select_devices(num_devices), B)
     state = dp.put_replicated(init_state(learner, 0))
-    data = dp.put_replicated({"obs": obs, "actions": act})
+    data = dp.put_data({"obs": obs, "actions": act})  # sharded on rows, once
     scan = dp.scan_on_device(N_SCAN)
 
     def run(i):

@@ -201,11 +201,22 @@ def _config_from_args(args):
             .offline_data(input_=_input(args), **_read_kwargs(args))
             .training(train_batch_size_per_learner=args.batch_size,
                       num_updates_per_iteration=args.updates_per_iteration, **training)
-            .learners(num_devices=args.num_devices)
+            .learners(num_devices=args.num_devices, **_distributed_kwargs(args))
             .evaluation(evaluation_interval=args.eval_interval,
                         evaluation_duration=args.eval_episodes)
             .rl_module(model_config={"fcnet_hiddens": args.hiddens})
             .debugging(seed=args.seed))
+
+
+def _distributed_kwargs(args) -> dict:
+    """The multi-host flags that were given (the rest stay None: JAX's environment then)."""
+    keys = ("coordinator_address", "num_processes", "process_id")
+    out = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
+    if args.heartbeat_timeout is not None:
+        out["distributed_heartbeat_timeout_s"] = args.heartbeat_timeout
+    if args.initialization_timeout is not None:
+        out["distributed_initialization_timeout_s"] = args.initialization_timeout
+    return out
 
 
 def cmd_train(args) -> int:
@@ -213,8 +224,10 @@ def cmd_train(args) -> int:
     from rljax_offline.training_loop import run_training
 
     config = _config_from_args(args)
-    logger = default_logger(args.out, tensorboard=not args.no_tensorboard,
-                            wandb_project=args.wandb_project, config=config.to_dict())
+    # Built inside run_training's process-0 check: a logger here would open files on every
+    # process of a multi-host run.
+    logger = lambda: default_logger(args.out, tensorboard=not args.no_tensorboard,  # noqa: E731
+                                    wandb_project=args.wandb_project, config=config.to_dict())
     summary = run_training(config, iterations=args.iterations, stop_return=args.stop_return,
                            out_dir=args.out, progress=not args.quiet, emit=_emit,
                            logger=logger, plot_x_axis=args.plot_x)
@@ -457,6 +470,20 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
     p.add_argument("--seed", type=non_negative_int, default=0,
                    help="seed of params, data order and envs")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    multi = p.add_argument_group(
+        "multi-host (jax.distributed; left out: JAX_COORDINATOR_ADDRESS and the cluster's "
+        "environment, as jax.distributed.initialize reads them)")
+    multi.add_argument("--coordinator-address", default=None, metavar="HOST:PORT",
+                       help="process 0's address; every process passes the same")
+    multi.add_argument("--num-processes", type=positive_int, default=None, metavar="N")
+    multi.add_argument("--process-id", type=non_negative_int, default=None, metavar="I",
+                       help="this process, 0 to N-1; process 0 writes --out")
+    multi.add_argument("--heartbeat-timeout", type=positive_int, default=None, metavar="SECONDS",
+                       help="a peer silent this long is dead: the others end with an error "
+                            "(default 10)")
+    multi.add_argument("--initialization-timeout", type=positive_int, default=None,
+                       metavar="SECONDS",
+                       help="how long to wait for every process to join (default 60)")
     _add_read_options(p)
     _add_algorithm_options(p, algo)
 

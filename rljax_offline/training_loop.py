@@ -14,6 +14,8 @@ import os
 import time
 from collections.abc import Callable
 
+import jax
+
 from rljax_offline.algorithms.config import AlgorithmConfig
 from rljax_offline.data.errors import TrainingDivergedError
 from rljax_offline.plotting import main_loss, save_learning_curve
@@ -65,18 +67,22 @@ def trim_metrics(path: str, last_iteration: int) -> None:
 def run_training(config: AlgorithmConfig, *, iterations: int = 50,
                  stop_return: float | None = None, out_dir: str = "rljax_runs/run",
                  progress: bool = True, emit: Callable[[dict], None] | None = None,
-                 resume: bool = True, logger: Logger | None = None,
+                 resume: bool = True, logger: Logger | Callable[[], Logger] | None = None,
                  plot_x_axis: str = "iteration") -> dict:
     """Trains the config's algorithm for up to `iterations` (stopping once the evaluation
     return mean reaches `stop_return`), checkpointing to `out_dir/checkpoint` after every
     iteration, so an interrupted run resumes from its last checkpoint when started again
     with `resume=True`.
 
-    Logs every result to `logger` (default: `out_dir/metrics.jsonl` and TensorBoard events in
+    Logs every result to `logger` (or the logger a callable `logger` makes, on the writing
+    process only; default: `out_dir/metrics.jsonl` and TensorBoard events in
     `out_dir`, see `rljax_offline.reporting`; closed at the end) and writes
-    `out_dir/learning_curve.png` (x-axis `plot_x_axis`); returns a summary.
+    `out_dir/learning_curve.png` (x-axis `plot_x_axis`); returns a summary. In a
+    multi-process run every process trains and process 0 alone writes.
     """
     from tqdm import tqdm
+
+    from rljax_offline.distributed import is_writer
 
     os.makedirs(out_dir, exist_ok=True)
     ckpt = os.path.join(out_dir, "checkpoint")
@@ -87,11 +93,16 @@ def run_training(config: AlgorithmConfig, *, iterations: int = 50,
     best = None
     reached = False
     metrics_path = os.path.join(out_dir, "metrics.jsonl")
-    trim_metrics(metrics_path, algo.iteration)
-    logger = default_logger(out_dir) if logger is None else logger
+    writer = is_writer()
+    if writer:
+        trim_metrics(metrics_path, algo.iteration)
+        logger = default_logger(out_dir) if logger is None else (
+            logger() if callable(logger) and not hasattr(logger, "log") else logger)
+    else:
+        logger = MultiLogger()  # only process 0 writes
     with MultiLogger(logger) as log, tqdm(total=iterations, initial=algo.iteration,
                                           desc=f"{config.algo_name.upper()} training",
-                                          disable=not progress, unit="it") as bar:
+                                          disable=not (progress and writer), unit="it") as bar:
         while algo.iteration < iterations:
             result = algo.train()
             check_finite(result)
@@ -108,11 +119,13 @@ def run_training(config: AlgorithmConfig, *, iterations: int = 50,
                 if stop_return is not None and ret >= stop_return:
                     reached = True
                     break
-    plot = save_learning_curve(algo.history, os.path.join(out_dir, "learning_curve.png"),
-                               target_return=stop_return, x_axis=plot_x_axis,
-                               updates_per_iteration=config.updates_per_iteration)
+    plot = (save_learning_curve(algo.history, os.path.join(out_dir, "learning_curve.png"),
+                                target_return=stop_return, x_axis=plot_x_axis,
+                                updates_per_iteration=config.updates_per_iteration)
+            if writer else None)
     algo.stop()
     return {"iterations": algo.iteration, "best_return": best, "reached_target": reached,
             "seconds": round(time.perf_counter() - t0, 2), "data_load_s":
             round(algo.timers.get("data_load_s", 0.0), 2), "checkpoint": ckpt,
-            "metrics": metrics_path, "plot": plot, "num_devices": len(algo.devices)}
+            "metrics": metrics_path, "plot": plot, "num_devices": len(algo.devices),
+            "process_index": jax.process_index(), "process_count": jax.process_count()}

@@ -24,7 +24,7 @@ def learner():
     bc = bc_learner((32, 32))
     data = random_columns(bc.columns, *DISCRETE, 2048)
     dp = DataParallel(bc, select_devices(2), 256)
-    return bc, None, dp, dp.scan_on_device(10), dp.put_replicated(data)
+    return bc, None, dp, dp.scan_on_device(10), dp.put_data(data)
 
 
 def leaves_equal(a, b):

@@ -82,13 +82,18 @@ def test_modes_and_device_counts_agree(case):
 
 
 def test_scan_on_eight_devices_equals_one(case):
+    """The data sharded on rows (250 rows: padded to 256 over 8 devices, the padding never
+    drawn)."""
     with jax.enable_x64(True):
-        learner, data = _setup(case, n_rows=256)
+        learner, data = _setup(case, n_rows=250)
         out = {}
         for n in (1, 8):
             dp = DataParallel(learner, select_devices(n), 64)
             state = dp.put_replicated(to_float64(init_state(learner, 3)))
-            state, metrics = dp.scan_on_device(5)(state, dp.put_replicated(to_float64(data)))
+            on_device = dp.put_data(to_float64(data))
+            shard = on_device.columns["obs"].addressable_shards[0].data
+            assert shard.shape[0] == -(-250 // n)  # each device holds its rows, not all
+            state, metrics = dp.scan_on_device(5)(state, on_device)
             out[n] = jax.device_get(state)
             assert int(out[n].step) == 5
         diff = max_diff(out[1].params, out[8].params)

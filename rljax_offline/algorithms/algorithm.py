@@ -23,14 +23,17 @@ timesteps.
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import rljax_offline.algorithms.registry as registry
+from rljax_offline import compilation_cache, distributed
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.batch import EpisodeBatch
 from rljax_offline.connectors import (
@@ -45,6 +48,7 @@ from rljax_offline.episode import Episode
 from rljax_offline.learners import checkpoint as ckpt
 from rljax_offline.learners.core import (
     DataParallel,
+    DeviceData,
     Learner,
     TrainState,
     init_state,
@@ -116,6 +120,9 @@ class Algorithm:
     def __init__(self, config: AlgorithmConfig):
         config.validate()
         self.config = config
+        # Before JAX touches a device: join the other processes, open the compile cache.
+        self.multi_process = distributed.initialize_from_config(config)
+        self.compilation_cache_dir = compilation_cache.enable(config.compilation_cache_dir)
         obs_space, act_space = _env_spaces(config)
         self.spaces = Spaces.of(obs_space, act_space)
         self._obs_space = obs_space
@@ -143,8 +150,8 @@ class Algorithm:
         self.iteration = 0
         self.history: list[dict] = []
         self._learner_apply = jax.jit(self.learner_connector.apply)
-        self._data: dict | None = None
-        self._stream: Iterator | None = None
+        self._data: DeviceData | None = None
+        self._stream: Any = None
         self._stream_cstate: Any = None
         self._scan = None
         self._restored = False
@@ -168,35 +175,49 @@ class Algorithm:
                     on_bad_file=c.on_bad_file, observation_space=self._obs_space)
 
     def _columns(self, episodes: list[Episode], connector_state: Any, fit: bool,
-                 params: Any = None, apply: Any = None, columns: tuple | None = None):
-        """The learner's columns of `episodes` (padding rows dropped), and the connector
-        state (fitted on `episodes` first when `fit`). `params` reach the pieces through the
-        context (on-policy pieces such as GAE read the value network); `apply` and `columns`
-        replace the learner pipeline and the columns kept (a warm-up pass of another loss)."""
+                 params: Any = None, apply: Any = None, columns: tuple | None = None,
+                 on_device: bool = False):
+        """The learner's columns of `episodes` (padding rows dropped; on the default device
+        when `on_device`, else on the host), the connector state (fitted on `episodes` first
+        when `fit`), and each episode's row count in row order (None where the pipeline's
+        rows are not one block per episode). `params` reach the pieces through the context
+        (on-policy pieces such as GAE read the value network); `apply` and `columns` replace
+        the learner pipeline and the columns kept (a warm-up pass of another loss)."""
         apply = apply or self._learner_apply
         episodes = sorted(episodes, key=len)
         groups = [episodes[i:i + _EPISODES_PER_BATCH]
                   for i in range(0, len(episodes), _EPISODES_PER_BATCH)]
-        batches = [EpisodeBatch.from_episodes(g, pad_batch_to=_EPISODES_PER_BATCH)
-                   for g in groups]
+        # Padded to a power of two of episodes (few shapes to compile), no further: a
+        # streamed chunk of 4 Atari episodes must not become 64 episodes of padding.
+        pads = [min(_EPISODES_PER_BATCH, 1 << (len(g) - 1).bit_length()) for g in groups]
+        batches = [EpisodeBatch.from_episodes(g, pad_batch_to=pad)
+                   for g, pad in zip(groups, pads)]
         if fit and jax.tree_util.tree_leaves(connector_state):
             for eb in batches:
                 _, _, connector_state = apply(connector_state, eb, {}, Context(params=params))
         wanted = columns or self.learner.columns
         cols: dict[str, list] = {k: [] for k in wanted}
-        for eb in batches:
+        lengths: list | None = []
+        xp = jnp if on_device else np
+        for eb, group, pad in zip(batches, groups, pads):
             _, batch, _ = apply(connector_state, eb, {}, Context(frozen=True, params=params))
             missing = [k for k in wanted if k not in batch]
             if missing:
                 raise KeyError(f"the {self.algo_name} learner reads columns {missing} that the "
                                f"learner pipeline does not make; it makes {sorted(batch)}")
             keep = np.asarray(batch["loss_mask"])
+            rows = np.flatnonzero(keep)
+            if lengths is not None and keep.size % pad == 0:
+                per_episode = keep.reshape(pad, -1).sum(axis=1)[:len(group)]
+                lengths.extend(int(c) for c in per_episode if c)
+            else:
+                lengths = None
             for k in wanted:
-                cols[k].append(jax.tree_util.tree_map(lambda x, keep=keep: np.asarray(x)[keep],
-                                                      batch[k]))
-        out = {k: jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *v)
+                cols[k].append(jax.tree_util.tree_map(
+                    lambda x, rows=rows: xp.take(xp.asarray(x), rows, axis=0), batch[k]))
+        out = {k: jax.tree_util.tree_map(lambda *xs: xp.concatenate(xs), *v)
                for k, v in cols.items()}
-        return out, connector_state
+        return out, connector_state, lengths
 
     def _episode_stream(self, epoch: int, shuffle: bool = True) -> Iterator[Episode]:
         """One pass over the data, read as the config says (Parquet episode or tabular rows,
@@ -216,6 +237,13 @@ class Algorithm:
         if shuffle:
             kwargs.update(shuffle_buffer_size=max(c.shuffle_buffer_size, 1), seed=c.seed + epoch,
                           prefetch=c.prefetch_batches)
+        if self.multi_process:  # each process reads every process_count-th file
+            from rljax_offline.data.files import resolve_files
+
+            distributed.share_of_files(resolve_files(
+                c.input_, filesystem=c.input_filesystem,
+                filesystem_kwargs=c.input_filesystem_kwargs), f"input_={c.input_!r}")
+            kwargs.update(process_index=jax.process_index(), process_count=jax.process_count())
         return iter_episodes(c.input_, **{**self._read_options(), **kwargs})
 
     def _prelearned(self, episodes: list[Episode]) -> list[Episode]:
@@ -238,22 +266,40 @@ class Algorithm:
                 raise ValueError(f"no episodes found in {self.config.input_!r}")
             # A restored connector state (a fitted mean-std filter) is used as saved: fitting it
             # again would count the data twice and break exact resume.
-            cols, cstate = self._columns(episodes, self.state.connector_state,
-                                         fit=not self._restored)
-            self.state = self.dp.put_replicated(self.state._replace(connector_state=cstate))
-            self._data = self.dp.put_replicated(cols)
-            self.num_timesteps = int(len(jax.tree_util.tree_leaves(cols)[0]))
-            self.num_episodes = len(episodes)
+            cols, cstate, lengths = self._columns(episodes, self.state.connector_state,
+                                                  fit=not self._restored)
+            self.state = self.dp.put_replicated(self.state._replace(
+                connector_state=self._agreed(cstate)))
+            if self.config.sample_unit == "episodes" and lengths is None:
+                raise ConfigError("sample_unit='episodes' needs one block of rows per episode "
+                                  "from the learner pipeline (not a time-dim layout)")
+            self._data = self.dp.put_data(cols, lengths)
+            self.num_timesteps = self._data.num_rows
+            self.num_episodes = self._data.num_episodes or len(episodes)
         else:
-            self._stream = prefetch_to_device(self._global_batches(), self.dp.sharded,
+            # The prefetch thread's generator holds the algorithm weakly: an algorithm that
+            # is dropped without stop() is still collected, and its thread then ends.
+            batches = Algorithm._global_batches(weakref.proxy(self))
+            self._stream = prefetch_to_device(batches, self.dp.put_sharded,
                                               max(self.config.prefetch_batches, 1))
         self.timers["data_load_s"] = time.perf_counter() - t0
 
+    def _agreed(self, connector_state: Any) -> Any:
+        """In a multi-process run, process 0's connector state (fitted on its share of the
+        data) for every process, so the replicated state is one value."""
+        if not self.multi_process or not jax.tree_util.tree_leaves(connector_state):
+            return connector_state
+        from jax.experimental import multihost_utils
+
+        return multihost_utils.broadcast_one_to_all(jax.device_get(connector_state))
+
     def _global_batches(self) -> Iterator[dict]:
-        """Exactly `train_batch_size_per_learner` timesteps a batch from streamed episodes,
-        epoch after epoch; the connector state (e.g. a mean-std filter) keeps updating as the
-        data streams, as in RLlib."""
-        B = self.config.train_batch_size_per_learner
+        """This process's share (all of it on one process) of each global batch of exactly
+        `train_batch_size_per_learner` timesteps from streamed episodes, epoch after epoch,
+        computed on the default device and handed on without a trip to the host; the
+        connector state (e.g. a mean-std filter) keeps updating as the data streams, as in
+        RLlib."""
+        B = self.dp.local_batch_size
         per_read = self.config.input_read_batch_size or 16
         buf: dict | None = None
         epoch = 0
@@ -263,11 +309,12 @@ class Algorithm:
             for chunk in _chunks(self._episode_stream(epoch), per_read):
                 seen += len(chunk)
                 chunk = self._prelearned(chunk)
-                if self._stream_cstate is None:
-                    self._stream_cstate = self.state.connector_state
-                cols, self._stream_cstate = self._columns(chunk, self._stream_cstate, fit=True)
+                if self._stream_cstate is None:  # a host copy: updates donate the state
+                    self._stream_cstate = jax.device_get(self.state.connector_state)
+                cols, self._stream_cstate, _ = self._columns(chunk, self._stream_cstate,
+                                                             fit=True, on_device=True)
                 buf = cols if buf is None else jax.tree_util.tree_map(
-                    lambda a, b: np.concatenate([a, b]), buf, cols)
+                    lambda a, b: jnp.concatenate([a, b]), buf, cols)
                 while n_rows(buf) >= B:
                     yield jax.tree_util.tree_map(lambda x: x[:B], buf)
                     buf = jax.tree_util.tree_map(lambda x: x[B:], buf)
@@ -286,14 +333,15 @@ class Algorithm:
         t_upd = time.perf_counter()
         if self._data is not None:
             if self._scan is None:
-                self._scan = self.dp.scan_on_device(n)
+                self._scan = self.dp.scan_on_device(n, self.config.sample_unit)
             self.state, metrics = self._scan(self.state, self._data)
         else:
             self.state, metrics = self.dp.stream_updates(self.state, self._stream, n)
             # The connector state fitted on the streamed data so far (batches run ahead of the
-            # updates by the prefetch depth).
-            self.state = self.state._replace(
-                connector_state=self.dp.put_replicated(self._stream_cstate))
+            # updates by the prefetch depth). Put from a host copy: a device_put can alias
+            # the prefetch thread's buffers, which the next update donates.
+            self.state = self.state._replace(connector_state=self.dp.put_replicated(
+                jax.device_get(self._agreed(self._stream_cstate))))
         metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
         extra = {k: float(v) for k, v in jax.device_get(self.state.extra).items()
                  if np.ndim(v) == 0}
@@ -383,7 +431,10 @@ class Algorithm:
     # ------------------------------------------------------------------ checkpoints
 
     def save(self, path: str) -> str:
-        """An atomic checkpoint of everything needed to resume exactly."""
+        """An atomic checkpoint of everything needed to resume exactly (written by process
+        0 alone in a multi-process run: the state is the same on every process)."""
+        if not distributed.is_writer():
+            return path
         meta = {"format": CHECKPOINT_FORMAT, "algorithm": self.algo_name,
                 "config": self.config.to_dict(), "iteration": self.iteration,
                 "history": self.history}
@@ -420,6 +471,10 @@ class Algorithm:
         return algo
 
     def stop(self) -> None:
+        """Ends the prefetch thread of streamed data and closes the evaluation envs."""
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
         if self._runner is not None:
             self._runner.close()
             self._runner = None

@@ -105,6 +105,15 @@ def _str_list(v) -> str | None:
     return None if ok else "a list of column names"
 
 
+def _str(v) -> str | None:
+    return None if isinstance(v, str) and v else "a non-empty string"
+
+
+def _host_port(v) -> str | None:
+    ok = isinstance(v, str) and ":" in v and v.rsplit(":", 1)[1].isdigit()
+    return None if ok else "a HOST:PORT string"
+
+
 def one_of(*choices) -> Callable[[Any], str | None]:
     def check(v):
         return None if v in choices else f"one of {list(choices)}"
@@ -221,6 +230,10 @@ class AlgorithmConfig:
         None, "offline_data", dict_or_none,
         "Ray Data iter_batches knobs: prefetch_batches and local_shuffle_buffer_size map to "
         "ours, the rest is ignored")
+    sample_unit: str = option(
+        "timesteps", "offline_data", one_of("timesteps", "episodes"),
+        "what the on-device sampler draws, uniformly with replacement: timesteps (RLlib's "
+        "default) or whole episodes (their steps in order until the batch is full)")
     # training
     lr: float = option(1e-3, "training", positive_float, "learning rate")
     gamma: float = option(0.99, "training", probability, "discount factor")
@@ -246,6 +259,21 @@ class AlgorithmConfig:
     num_gpus_per_learner: float = option(0, "learners", non_negative_float,
                                          "RLlib's GPUs per learner",
                                          ignored="JAX uses the devices it sees (num_devices)")
+    coordinator_address: str | None = option(
+        None, "learners", optional(_host_port), "multi-host: process 0's HOST:PORT "
+        "(default: JAX_COORDINATOR_ADDRESS or the cluster's, as jax.distributed reads them)")
+    num_processes: int | None = option(None, "learners", optional(positive_int),
+                                       "multi-host: how many processes run the program")
+    process_id: int | None = option(None, "learners", optional(non_negative_int),
+                                    "multi-host: this process's index, 0 to num_processes-1")
+    distributed_initialization_timeout_s: int = option(
+        60, "learners", positive_int, "multi-host: seconds to wait for every process to join")
+    distributed_heartbeat_timeout_s: int = option(
+        10, "learners", positive_int, "multi-host: seconds after which a silent peer is "
+        "declared dead and the others end with an error")
+    compilation_cache_dir: str | None = option(
+        "auto", "learners", optional(_str), "persistent XLA compilation cache: 'auto' (the "
+        "user's cache dir), a folder, or None (off; so does RLJAX_OFFLINE_COMPILATION_CACHE=0)")
     # evaluation
     evaluation_interval: int = option(1, "evaluation", non_negative_int,
                                       "evaluate every N iterations (0: never)")

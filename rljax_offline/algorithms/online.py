@@ -92,7 +92,7 @@ class PPO(Algorithm):
         warm = pipeline(base, add_returns_to_go(c.gamma))
         learner = c.value_warmup_learner(base.out_spaces(self.spaces).observation)
         episodes = self._prelearned(list(self._episode_stream(0, shuffle=False)))
-        cols, _ = self._columns(episodes, warm.init(self.spaces), fit=False,
+        cols, _, _ = self._columns(episodes, warm.init(self.spaces), fit=False,
                                 apply=jax.jit(warm.apply), columns=learner.columns)
         dp = DataParallel(learner, self.devices, _WARMUP_BATCH, mode=c.update_mode)
         state = init_state(learner, c.seed)
@@ -144,7 +144,7 @@ class PPO(Algorithm):
         sample_s = time.perf_counter() - t0
         steps = sum(len(ep) for ep in chunks)
         params = jax.device_get(self.state.params)
-        cols, cstate = self._columns(chunks, jax.device_get(self.state.connector_state),
+        cols, cstate, _ = self._columns(chunks, jax.device_get(self.state.connector_state),
                                      fit=True, params=params)
         n = c.train_batch_size_per_learner  # a fixed shape: one compiled epoch program
         cols = jax.tree_util.tree_map(lambda x: x[:n], cols)

@@ -30,10 +30,12 @@ Example (a complete BC learner):
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import contextvars
+import dataclasses
 import functools
+import queue
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
@@ -47,6 +49,7 @@ from jax.sharding import PartitionSpec as P
 
 AXIS = "data"
 MODES = ("shard_map", "pmap", "jit")
+SAMPLE_UNITS = ("timesteps", "episodes")
 
 
 class TrainState(NamedTuple):
@@ -168,11 +171,18 @@ def per_example_uniform(keys: jax.Array, shape: tuple = (), minval=0.0, maxval=1
 # ---------------------------------------------------------------------- state and update
 
 
+# Init runs once: XLA's cheapest backend optimisation compiles it 2-3x faster (the threefry
+# and erf_inv of a few layers take seconds at the default level) while its run time stays in
+# milliseconds. The values are the same draw up to float rounding (~1 ulp in a few percent
+# of the weights, where the default level fuses differently), deterministic per backend.
+_INIT_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0}
+
+
 def init_state(learner: Learner, seed: int = 0, connector_state: Any = ()) -> TrainState:
     """A fresh `TrainState`: online networks, their target copies, one optimizer state per
-    loss. Initialised in one compiled call (op-by-op init compiles every small op)."""
+    loss, the step counter and the algorithm's statistics, all made by one compiled program
+    (op-by-op init compiles every small op, one program each)."""
 
-    @jax.jit
     def init(seed):
         init_key, rng = jax.random.split(jax.random.PRNGKey(seed))
         params = dict(learner.init(init_key))
@@ -180,13 +190,15 @@ def init_state(learner: Learner, seed: int = 0, connector_state: Any = ()) -> Tr
             params[target] = jax.tree_util.tree_map(jnp.copy, params[online])
         opt_states = {loss.name: loss.optimizer.init(_subset(params, loss.networks))
                       for loss in learner.losses}
-        return params, opt_states, rng
+        extra = jax.tree_util.tree_map(jnp.asarray, dict(learner.extra_init))
+        return params, opt_states, rng, jnp.zeros((), jnp.int32), extra
 
     _check_learner(learner)
-    params, opt_states, rng = init(seed)
-    extra = jax.tree_util.tree_map(jnp.asarray, dict(learner.extra_init))
-    return TrainState(params=params, opt_states=opt_states, step=jnp.zeros((), jnp.int32),
-                      rng=rng, connector_state=connector_state, extra=extra)
+    seed = np.asarray(seed, np.int32)
+    compiled = jax.jit(init).lower(seed).compile(compiler_options=_INIT_COMPILER_OPTIONS)
+    params, opt_states, rng, step, extra = compiled(seed)
+    return TrainState(params=params, opt_states=opt_states, step=step, rng=rng,
+                      connector_state=connector_state, extra=extra)
 
 
 def _check_learner(learner: Learner) -> None:
@@ -292,6 +304,14 @@ def _update_targets(params: dict, learner: Learner, step: jax.Array) -> dict:
 
 
 def select_devices(num_devices: int | str = "all") -> list:
+    """The devices the learner runs on: this process's first `num_devices` local ones, or,
+    in a multi-process run (`jax.distributed`), every device of every process."""
+    if jax.process_count() > 1:
+        local = len(jax.local_devices())
+        if num_devices not in ("all", local):
+            raise ValueError(f"num_devices={num_devices!r}: a multi-process run uses all "
+                             f"{local} local devices of every process ('all')")
+        return sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
     devices = jax.local_devices()
     if num_devices == "all":
         return devices
@@ -300,12 +320,125 @@ def select_devices(num_devices: int | str = "all") -> list:
     return devices[:num_devices]
 
 
+# ---------------------------------------------------------------------- device-resident data
+
+
+@functools.partial(jax.tree_util.register_dataclass,
+                   data_fields=("columns", "episode_starts", "episode_lengths"),
+                   meta_fields=("block_counts", "block_rows"))
+@dataclasses.dataclass(frozen=True)
+class DeviceData:
+    """Learner columns kept on the devices, sharded along rows (each device holds
+    `rows / num_devices` of them, not a copy of all).
+
+    The rows are laid out in blocks, one a process (one block in a single-process run):
+    block `p` holds that process's `block_counts[p]` rows, then zero padding up to
+    `block_rows`. A "valid row" `g` in `[0, num_rows)` counts the real rows across blocks in
+    order; the samplers draw valid rows and map them to their padded positions, so padding
+    is never drawn and the draw does not depend on how many devices or processes hold it.
+
+    `episode_starts` / `episode_lengths` (replicated, `[E]`): each episode's first valid row
+    and its length, for episode sampling (empty when unknown).
+    """
+
+    columns: dict
+    episode_starts: jax.Array
+    episode_lengths: jax.Array
+    block_counts: tuple
+    block_rows: int
+
+    @property
+    def num_rows(self) -> int:
+        return int(sum(self.block_counts))
+
+    @property
+    def num_episodes(self) -> int:
+        return int(self.episode_lengths.shape[0])
+
+
+def sample_valid_rows(key: jax.Array, batch_size: int, num_rows: int,
+                      episode_starts: jax.Array | None = None,
+                      episode_lengths: jax.Array | None = None,
+                      unit: str = "timesteps") -> jax.Array:
+    """`batch_size` valid-row indices in `[0, num_rows)`, drawn on the device.
+
+    One sampler for both units:
+    * "timesteps" (RLlib's default): rows uniformly with replacement;
+    * "episodes": episodes uniformly with replacement, each contributing its rows in order
+      from its start, concatenated until the batch is full (the last one cut), so a batch
+      holds whole stretches of behaviour, as an episode buffer gives them.
+    Fixed shapes throughout (`batch_size` episode draws always suffice: each has >= 1 row).
+    """
+    if unit == "timesteps":
+        return jax.random.randint(key, (batch_size,), 0, num_rows)
+    if unit != "episodes":
+        raise ValueError(f"sample unit must be one of {SAMPLE_UNITS}, got {unit!r}")
+    eps = jax.random.randint(key, (batch_size,), 0, episode_lengths.shape[0])
+    lens = episode_lengths[eps]
+    ends = jnp.cumsum(lens)
+    j = jnp.arange(batch_size)
+    k = jnp.searchsorted(ends, j, side="right")
+    return episode_starts[eps[k]] + j - (ends[k] - lens[k])
+
+
+def _padded_positions(valid: jax.Array, block_counts: tuple, block_rows: int) -> jax.Array:
+    """Valid-row indices -> positions in the block layout of `DeviceData`."""
+    if len(block_counts) == 1:
+        return valid
+    counts = jnp.asarray(block_counts, valid.dtype)
+    ends = jnp.cumsum(counts)
+    block = jnp.searchsorted(ends, valid, side="right")
+    return block * block_rows + valid - (ends[block] - counts[block])
+
+
+# ---------------------------------------------------------------------- multi-process placement
+
+
+def _put(tree, sharding, multi_process: bool):
+    """`tree` onto `sharding`; in a multi-process run each process passes its own rows (for a
+    replicated sharding: the same whole values) and gets a global array."""
+    if not multi_process:
+        return jax.device_put(tree, sharding)
+
+    def one(x):
+        if isinstance(x, jax.Array) and x.sharding == sharding:
+            return x
+        if not isinstance(x, jax.Array) or sharding.spec == P():
+            return jax.make_array_from_process_local_data(sharding, np.asarray(x))
+        # Rows already on a device (a streamed batch): device to device, no trip to the host.
+        # This process's rows are its block of the global rows (its devices are contiguous
+        # in the mesh, see select_devices).
+        local = x.shape[0]
+        global_shape = (local * jax.process_count(), *x.shape[1:])
+        offset = jax.process_index() * local
+        pieces = [jax.device_put(x[rows.start - offset:rows.stop - offset], device)
+                  for device, (rows, *_) in
+                  sharding.addressable_devices_indices_map(global_shape).items()]
+        return jax.make_array_from_single_device_arrays(global_shape, sharding, pieces)
+
+    return jax.tree_util.tree_map(one, tree)
+
+
+def _allgather_ints(values: np.ndarray) -> list[np.ndarray]:
+    """Every process's 1-D int vector (lengths may differ), in process order."""
+    from jax.experimental import multihost_utils
+
+    values = np.asarray(values, np.int64)
+    sizes = multihost_utils.process_allgather(np.asarray([values.size], np.int64))
+    width = max(int(sizes.max()), 1)
+    padded = np.zeros(width, np.int64)
+    padded[:values.size] = values
+    gathered = multihost_utils.process_allgather(padded)
+    return [gathered[p, :int(sizes[p, 0])] for p in range(len(sizes))]
+
+
 class DataParallel:
-    """Runs a learner's per-device update over local devices.
+    """Runs a learner's per-device update over devices (one process's, or, under
+    `jax.distributed`, every process's: see `select_devices`).
 
     Args:
       learner: the algorithm's `Learner`.
-      devices: the local devices (one is fine).
+      devices: the devices (one is fine).
       global_batch_size: rows of one update over all devices; must divide evenly.
       mode: "shard_map" (default: `jax.shard_map` with `check_vma=True` over a `("data",)`
         mesh), "pmap" (`jax.pmap`), or "jit" (plain jit, one device, no axis).
@@ -322,7 +455,13 @@ class DataParallel:
             raise ValueError(f"train_batch_size_per_learner={global_batch_size} does not "
                              f"divide over {n} devices; use a multiple of {n}")
         self.learner, self.devices, self.mode = learner, devices, mode
+        self.process_count = len({d.process_index for d in devices})
+        self.multi_process = self.process_count > 1
+        if self.multi_process and mode == "pmap":
+            raise ValueError("update_mode='pmap' runs on one process; use 'shard_map'")
+        self.local_devices = [d for d in devices if d.process_index == jax.process_index()]
         self.batch_size, self.per_device = global_batch_size, global_batch_size // n
+        self.local_batch_size = global_batch_size // self.process_count
         self.mesh = Mesh(np.asarray(devices), (AXIS,))
         self.replicated = NamedSharding(self.mesh, P())
         self.sharded = NamedSharding(self.mesh, P(AXIS))
@@ -332,17 +471,58 @@ class DataParallel:
     # -------------------------------------------------------------- placement
 
     def put_replicated(self, tree):
-        return jax.device_put(tree, self.replicated)
+        """The same values on every device (every process passes the whole tree)."""
+        return _put(tree, self.replicated, self.multi_process)
 
     def put_sharded(self, tree):
-        return jax.device_put(tree, self.sharded)
+        """One global batch, sharded on rows; each process passes its own
+        `local_batch_size` rows (all of them in a single-process run)."""
+        return _put(tree, self.sharded, self.multi_process)
+
+    def put_data(self, columns: dict, episode_lengths=None) -> DeviceData:
+        """Materialized learner columns onto the devices, once, sharded along rows.
+
+        Each process passes its own rows (the episodes it read) and, for episode sampling,
+        the lengths of its episodes in row order. Rows are padded with zeros to a multiple
+        of the local device count; the padding is never sampled."""
+        leaves = jax.tree_util.tree_leaves(columns)
+        n = len(leaves[0])
+        if any(len(x) != n for x in leaves):
+            raise ValueError(f"learner columns differ in length: {[len(x) for x in leaves]}")
+        lengths = np.asarray([] if episode_lengths is None else episode_lengths, np.int64)
+        if lengths.size and (lengths.min() < 1 or lengths.sum() != n):
+            raise ValueError(f"episode_lengths must be >= 1 and sum to the {n} rows, got sum "
+                             f"{int(lengths.sum())}")
+        if self.multi_process:
+            counts = tuple(int(c[0]) for c in _allgather_ints(np.asarray([n])))
+            all_lengths = _allgather_ints(lengths)
+            if any(a.size == 0 for a in all_lengths) and any(a.size for a in all_lengths):
+                raise ValueError("episode_lengths given on some processes only")
+            lengths = np.concatenate(all_lengths)
+        else:
+            counts = (n,)
+        if sum(counts) == 0:
+            raise ValueError("no rows to put on the devices")
+        local = len(self.local_devices)
+        block = max(-(-max(counts) // local) * local, local)
+        padded = jax.tree_util.tree_map(
+            lambda x: np.concatenate([np.asarray(x), np.zeros((block - n, *np.shape(x)[1:]),
+                                                              np.asarray(x).dtype)]), columns)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if lengths.size else lengths
+        return DeviceData(columns=self.put_sharded(padded),
+                          episode_starts=self.put_replicated(starts.astype(np.int32)),
+                          episode_lengths=self.put_replicated(lengths.astype(np.int32)),
+                          block_counts=counts, block_rows=block)
 
     def check_batch(self, batch: dict) -> None:
-        """A clear error when a host batch is not one global batch."""
+        """A clear error when a host batch is not one (process-local share of a) global
+        batch."""
         n = len(jax.tree_util.tree_leaves(batch)[0])
-        if n != self.batch_size:
+        if n != self.local_batch_size:
+            share = (f" ({self.local_batch_size} rows from each of {self.process_count} "
+                     "processes)" if self.multi_process else "")
             raise ValueError(f"a batch has {n} rows; each update takes exactly "
-                             f"train_batch_size_per_learner={self.batch_size} rows")
+                             f"train_batch_size_per_learner={self.batch_size} rows{share}")
 
     # -------------------------------------------------------------- per-device programs
 
@@ -353,6 +533,27 @@ class DataParallel:
         return lax.dynamic_slice_in_dim(idx, lax.axis_index(AXIS) * self.per_device,
                                         self.per_device)
 
+    def _gather_rows(self, shard: dict, positions: jax.Array) -> dict:
+        """This device's slice of the global batch at `positions` (every device holds the
+        same `[B]` vector) from row-sharded data: each device takes the rows it owns (zeros
+        elsewhere) and a reduce-scatter sums them into each device's slice. Exactly one
+        term of each sum is non-zero, so the rows arrive bit for bit."""
+        if self.mode == "jit":
+            return jax.tree_util.tree_map(lambda x: jnp.take(x, positions, axis=0), shard)
+        rows = jax.tree_util.tree_leaves(shard)[0].shape[0]
+        local = positions - lax.axis_index(AXIS) * rows
+        owned = (local >= 0) & (local < rows)
+        local = jnp.clip(local, 0, rows - 1)
+
+        def one(x):
+            mine = jnp.take(x, local, axis=0)
+            wide = mine.astype(jnp.int32) if mine.dtype == jnp.bool_ else mine
+            wide = jnp.where(owned.reshape(-1, *[1] * (x.ndim - 1)), wide, 0)
+            out = lax.psum_scatter(wide, AXIS, scatter_dimension=0, tiled=True)
+            return out.astype(x.dtype)
+
+        return jax.tree_util.tree_map(one, shard)
+
     def _step_with_keys(self, state: TrainState, batch: dict):
         """One update whose per-example keys come from the global batch's key vector, so
         every sharding gives each example the same key."""
@@ -360,16 +561,16 @@ class DataParallel:
         keys = self._my_rows(jax.random.split(key, self.batch_size))
         return self._update(state, batch, keys)
 
-    def _sample_steps(self, num_updates: int):
-        B = self.batch_size
+    def _sample_steps(self, num_updates: int, unit: str, block_counts: tuple,
+                      block_rows: int):
+        B, num_rows = self.batch_size, int(sum(block_counts))
 
-        def per_device(state, data):
-            n = jax.tree_util.tree_leaves(data)[0].shape[0]
-
+        def per_device(state, shard, starts, lengths):
             def body(state, _):
                 rng, key = jax.random.split(state.rng)
-                mine = self._my_rows(jax.random.randint(key, (B,), 0, n))
-                batch = jax.tree_util.tree_map(lambda x: jnp.take(x, mine, axis=0), data)
+                valid = sample_valid_rows(key, B, num_rows, starts, lengths, unit)
+                batch = self._gather_rows(
+                    shard, _padded_positions(valid, block_counts, block_rows))
                 return self._step_with_keys(state._replace(rng=rng), batch)
 
             state, metrics = lax.scan(body, state, None, length=num_updates)
@@ -404,38 +605,57 @@ class DataParallel:
 
         return per_device
 
-    def _compile(self, per_device, batch_spec):
-        """`per_device(state, batch)` for this mode: replicated state in and out, the batch
-        sharded (`batch_spec=P(AXIS)`) or replicated (`P()`)."""
+    def _compile(self, per_device, arg_specs: tuple):
+        """`per_device(state, *args)` for this mode: replicated state in and out, each arg
+        sharded on rows (`P(AXIS)`) or replicated (`P()`)."""
         if self.mode == "jit":
             return jax.jit(per_device, donate_argnums=0)
         if self.mode == "shard_map":
-            f = jax.shard_map(per_device, mesh=self.mesh, in_specs=(P(), batch_spec),
+            f = jax.shard_map(per_device, mesh=self.mesh, in_specs=(P(), *arg_specs),
                               out_specs=(P(), P()), check_vma=True)
             return jax.jit(f, donate_argnums=0)
         pm = jax.pmap(per_device, axis_name=AXIS, devices=self.devices,
-                      in_axes=(None, 0 if batch_spec == P(AXIS) else None), out_axes=None)
+                      in_axes=(None, *[0 if s == P(AXIS) else None for s in arg_specs]),
+                      out_axes=None)
         n = len(self.devices)
 
-        def run(state, batch):
-            if batch_spec == P(AXIS):
-                batch = jax.tree_util.tree_map(
-                    lambda x: x.reshape(n, x.shape[0] // n, *x.shape[1:]), batch)
-            return pm(state, batch)
+        def run(state, *args):
+            args = [jax.tree_util.tree_map(
+                lambda x: x.reshape(n, x.shape[0] // n, *x.shape[1:]), a) if s == P(AXIS)
+                else a for a, s in zip(args, arg_specs)]
+            return pm(state, *args)
 
         return run
 
     @functools.cached_property
     def step(self):
         """`(state, global_batch) -> (state, metrics)`: one update, the batch sharded."""
-        return self._compile(self._step_with_keys, P(AXIS))
+        return self._compile(self._step_with_keys, (P(AXIS),))
 
-    def scan_on_device(self, num_updates: int):
+    def scan_on_device(self, num_updates: int, sample_unit: str = "timesteps"):
         """`(state, data) -> (state, metrics)`: `num_updates` updates in one `lax.scan`, each
-        on a global minibatch drawn uniformly with replacement from `data` (a dict of
-        equal-length arrays, replicated on every device); every device draws the same
-        indices and takes its own slice. Metrics: the last update's, plus `*_mean` over all."""
-        return self._compile(self._sample_steps(num_updates), P())
+        on a global minibatch sampled on the device (`sample_valid_rows`) from `data`, a
+        `DeviceData` from `put_data` (a dict of equal-length host arrays is put there
+        first). Every device draws the same indices and gathers its slice of the batch from
+        the row-sharded data (`_gather_rows`), so any device or process count gives the
+        one-device result. Metrics: the last update's, plus `*_mean` over all."""
+        if sample_unit not in SAMPLE_UNITS:
+            raise ValueError(f"sample_unit must be one of {SAMPLE_UNITS}, got {sample_unit!r}")
+        compiled: dict = {}
+
+        def run(state, data):
+            if not isinstance(data, DeviceData):
+                data = self.put_data(jax.device_get(data))
+            if sample_unit == "episodes" and data.num_episodes == 0:
+                raise ValueError("sample_unit='episodes' needs put_data(..., episode_lengths)")
+            meta = (data.block_counts, data.block_rows)
+            if meta not in compiled:
+                compiled[meta] = self._compile(
+                    self._sample_steps(num_updates, sample_unit, *meta), (P(AXIS), P(), P()))
+            return compiled[meta](state, data.columns, data.episode_starts,
+                                  data.episode_lengths)
+
+        return run
 
     def epochs_on_device(self, num_epochs: int):
         """`(state, data) -> (state, metrics)`: on-policy epochs (PPO) in one program: each
@@ -444,11 +664,11 @@ class DataParallel:
         full minibatch sit that epoch out). Metrics as `scan_on_device`."""
         if num_epochs < 1:
             raise ValueError(f"num_epochs must be >= 1, got {num_epochs}")
-        return self._compile(self._epoch_steps(num_epochs), P())
+        return self._compile(self._epoch_steps(num_epochs), (P(),))
 
     def stream_updates(self, state: TrainState, batches: Iterator[dict], num_updates: int):
         """`num_updates` updates on global batches from `batches` (placed with
-        `prefetch_to_device(..., self.sharded)`, or host batches, placed here)."""
+        `prefetch_to_device(..., self.put_sharded)`, or host batches, placed here)."""
         if num_updates < 1:
             raise ValueError(f"num_updates must be >= 1, got {num_updates}")
         history = []
@@ -471,18 +691,106 @@ def _last_and_mean(metrics: dict) -> dict:
     return out
 
 
-def prefetch_to_device(batches: Iterable[dict], sharding, size: int = 2) -> Iterator:
-    """Yields `batches` already placed with `sharding`, keeping `size` of them in flight.
+# ---------------------------------------------------------------------- streaming
 
-    `jax.device_put` returns at once and copies in the background, and the update that uses
-    the previous batch runs asynchronously too, so host batching, copy and compute overlap.
-    """
-    if size < 1:
-        raise ValueError(f"prefetch size must be >= 1, got {size}")
-    queue: collections.deque = collections.deque()
-    for batch in batches:
-        queue.append(jax.device_put(batch, sharding))
-        if len(queue) > size:
-            yield queue.popleft()
-    while queue:
-        yield queue.popleft()
+
+class _End(NamedTuple):
+    error: BaseException | None = None
+
+
+def _produce(batches: Iterable, put: Callable, out: queue.Queue, stop: threading.Event):
+    """The prefetch thread: host batches -> devices -> `out`, until the source ends, fails
+    or `stop` is set. Holds no reference to its `DevicePrefetcher`, so an abandoned one is
+    collected (and its thread stopped) like any object."""
+
+    def offer(item) -> bool:
+        while not stop.is_set():
+            try:
+                out.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    it = iter(batches)
+    try:
+        for batch in it:
+            if stop.is_set() or not offer(put(batch)):
+                return
+        offer(_End())
+    except BaseException as e:  # handed to the consumer, raised there
+        offer(_End(e))
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()
+
+
+class DevicePrefetcher:
+    """An iterator of batches already on the devices: a background thread builds host
+    batches, puts them on the devices (host to device once) and keeps `size` of them
+    waiting (2: double-buffered), so reading, batching, the copy and the update overlap.
+
+    `close()` (also on exhaustion, on an error, on `with` exit and when the object is
+    collected) stops the thread and closes the source; errors in the source are raised by
+    `next()`."""
+
+    def __init__(self, batches: Iterable[dict], put: Callable, size: int = 2):
+        if size < 1:
+            raise ValueError(f"prefetch size must be >= 1, got {size}")
+        self._queue: queue.Queue = queue.Queue(maxsize=size)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=_produce, name="rljax-offline-prefetch",
+                                        args=(batches, put, self._queue, self._stop),
+                                        daemon=True)
+        self._done = False
+        self._thread.start()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration
+        item = self._queue.get()
+        if isinstance(item, _End):
+            self.close()
+            if item.error is not None:
+                raise item.error
+            raise StopIteration
+        return item
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stops the thread (waiting up to `timeout` s for a read in progress)."""
+        self._done = True
+        self._stop.set()
+        while True:  # unblock a producer waiting on a full queue
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                break
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        with contextlib.suppress(Exception):
+            self._stop.set()
+
+
+def prefetch_to_device(batches: Iterable[dict], sharding, size: int = 2) -> DevicePrefetcher:
+    """`batches` placed on the devices by a prefetch thread (`DevicePrefetcher`).
+
+    `sharding`: a `jax.sharding.Sharding`, or a function that places one batch (e.g.
+    `DataParallel.put_sharded`, which builds global arrays in multi-process runs)."""
+    put = sharding if callable(sharding) else functools.partial(jax.device_put, device=sharding)
+    return DevicePrefetcher(batches, put, size)
