@@ -475,7 +475,8 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
         "environment, as jax.distributed.initialize reads them)")
     multi.add_argument("--coordinator-address", default=None, metavar="HOST:PORT",
                        help="process 0's address; every process passes the same")
-    multi.add_argument("--num-processes", type=positive_int, default=None, metavar="N")
+    multi.add_argument("--num-processes", type=positive_int, default=None, metavar="N",
+                       help="processes in the run, one per host (or per device group)")
     multi.add_argument("--process-id", type=non_negative_int, default=None, metavar="I",
                        help="this process, 0 to N-1; process 0 writes --out")
     multi.add_argument("--heartbeat-timeout", type=positive_int, default=None, metavar="SECONDS",

@@ -22,8 +22,8 @@ def _bc(tmp_path_factory, env, episodes, custom=None, updates=200, lookback=0):
     data = str(tmp_path_factory.mktemp(env))
     record_expert(env, data, num_episodes=episodes, num_envs=4, progress=False)
     config = (BCConfig().environment(env).offline_data(input_=data)
-              .training(num_updates_per_iteration=updates, train_batch_size_per_learner=256,
-                        learner_connector=custom)
+              .training(lr=1e-3, num_updates_per_iteration=updates,
+                        train_batch_size_per_learner=256, learner_connector=custom)
               .rl_module(model_config={"fcnet_hiddens": [64, 64]})
               .evaluation(evaluation_interval=0))
     if lookback:
