@@ -267,3 +267,20 @@ def test_sample_exactly_train_batch_size_timesteps(tmp_path):
         assert c.len_lookback_buffer <= 2
         joined = joined.concat_episode(c)
     np.testing.assert_array_equal(joined.get_rewards(), first.get_rewards()[:len(joined)])
+
+
+def test_prefetch_thread_ends_when_the_consumer_stops_early(tmp_path):
+    """A consumer that stops with the prefetch queue full leaves no thread behind."""
+    import threading
+    import time
+
+    write_episodes(make_episodes(12), tmp_path, output_max_rows_per_file=1)
+    before = threading.active_count()
+    stream = iter_episodes(tmp_path, prefetch=1)
+    next(stream)
+    time.sleep(0.3)  # the worker fills the queue and blocks on the next put
+    stream.close()
+    deadline = time.monotonic() + 5
+    while threading.active_count() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert threading.active_count() == before

@@ -125,7 +125,7 @@ class Algorithm:
         self.compilation_cache_dir = compilation_cache.enable(config.compilation_cache_dir)
         obs_space, act_space = _env_spaces(config)
         self.spaces = Spaces.of(obs_space, act_space)
-        self._obs_space = obs_space
+        self._obs_space, self._act_space = obs_space, act_space
         config.check_spaces(self.spaces.observation, self.spaces.action)
         custom = list(config.learner_connector(self.spaces)) if config.learner_connector else []
         base = default_learner(
@@ -172,7 +172,8 @@ class Algorithm:
         return dict(input_read_episodes=c.input_read_episodes,
                     input_read_schema=c.input_read_schema, input_filesystem=c.input_filesystem,
                     input_filesystem_kwargs=c.input_filesystem_kwargs,
-                    on_bad_file=c.on_bad_file, observation_space=self._obs_space)
+                    on_bad_file=c.on_bad_file, observation_space=self._obs_space,
+                    action_space=self._act_space)
 
     def _columns(self, episodes: list[Episode], connector_state: Any, fit: bool,
                  params: Any = None, apply: Any = None, columns: tuple | None = None,

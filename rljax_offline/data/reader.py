@@ -212,15 +212,25 @@ def _prefetched(stream: Iterator[Episode], depth: int) -> Iterator[Episode]:
     q: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()
 
+    def put(item) -> bool:
+        """Hands `item` over, giving up once the consumer has gone (a full queue must not
+        keep this thread alive after the consumer stopped)."""
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def work():
         try:
             for ep in stream:
-                if stop.is_set():
+                if not put(ep):
                     return
-                q.put(ep)
-            q.put(_DONE)
+            put(_DONE)
         except BaseException as e:  # noqa: BLE001 - handed to the consumer below
-            q.put(e)
+            put(e)
 
     threading.Thread(target=work, daemon=True).start()
     try:

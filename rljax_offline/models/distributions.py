@@ -90,8 +90,9 @@ def action_scaler(act_spec: Any) -> tuple[Callable, Callable]:
     low = np.asarray(act_spec.low, np.float32).reshape(-1)
     high = np.asarray(act_spec.high, np.float32).reshape(-1)
     bounded = np.isfinite(low) & np.isfinite(high)
-    mid = np.where(bounded, (high + low) / 2, 0.0).astype(np.float32)
-    half = np.where(bounded, (high - low) / 2, 1.0).astype(np.float32)
+    low, high = np.where(bounded, low, -1.0), np.where(bounded, high, 1.0)
+    mid = ((high + low) / 2).astype(np.float32)
+    half = ((high - low) / 2).astype(np.float32)
 
     def to_unit(a):
         return (a.reshape(a.shape[0], -1) - mid) / half
