@@ -10,13 +10,11 @@ import jax
 import numpy as np
 
 from rljax_offline import spaces as sp
-from rljax_offline.experts import cartpole_expert
 from rljax_offline.learners.bc import BCConfig
 from rljax_offline.learners.cql import CQLConfig
 from rljax_offline.learners.iql import IQLConfig
-from rljax_offline.learners.marwil import MARWILConfig, make_optimizer
+from rljax_offline.learners.marwil import MARWILConfig
 from rljax_offline.learners.ppo import PPOConfig
-from rljax_offline.models.policy import make_policy
 
 DISCRETE = (gym.spaces.Box(-5, 5, (4,), np.float32), gym.spaces.Discrete(2))
 BOX = (gym.spaces.Box(-5, 5, (3,), np.float32), gym.spaces.Box(-2, 2, (1,), np.float32))
@@ -97,11 +95,3 @@ def max_diff(a, b):
     return max([0.0, *jax.tree_util.tree_leaves(jax.tree_util.tree_map(
         lambda x, y: float(np.max(np.abs(np.asarray(x, np.float64) -
                                          np.asarray(y, np.float64)))), a, b))])
-
-
-def cartpole_bc_parts(hiddens=(64, 64), n=4096, lr=1e-3):
-    """(policy, optimizer, data): `n` random observations labelled by the scripted expert."""
-    policy = make_policy(gym.spaces.Box(-5, 5, (4,)), gym.spaces.Discrete(2), hiddens)
-    obs = np.random.default_rng(0).normal(size=(n, 4)).astype(np.float32)
-    return policy, make_optimizer(lr), {"obs": obs,
-                                       "actions": cartpole_expert(obs).astype(np.int32)}

@@ -52,7 +52,7 @@ from rljax_offline.learners.actor_critic import (
     take_action,
     target_entropy,
 )
-from rljax_offline.learners.core import Learner, Loss
+from rljax_offline.learners.core import Learner, Loss, per_example_uniform
 from rljax_offline.learners.marwil import make_optimizer
 from rljax_offline.models.distributions import action_scaler, categorical
 
@@ -223,8 +223,7 @@ def _continuous_learner(cfg: CQLConfig, obs_spec, act_spec) -> Learner:
         q_data = q.apply(params["q"], obs, batch["actions"])  # [k, N]
         td = jnp.sum((q_data - y) ** 2, axis=0)
         # CQL(H): logsumexp over random actions and policy actions at s and s'.
-        rand_u = jax.vmap(lambda k: jax.random.uniform(k, (dim,), minval=-1.0, maxval=1.0))(
-            keys[:, 1:1 + m].reshape(-1, 2))
+        rand_u = per_example_uniform(keys[:, 1:1 + m].reshape(-1, 2), (dim,), -1.0, 1.0)
         rand_a = from_unit(rand_u).reshape(n * m, *act_spec.shape)
         pi_a, pi_logp = sample_per_example(
             dist, repeat_rows(policy.apply(params["policy"], obs), m),
