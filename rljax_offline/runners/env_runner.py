@@ -94,41 +94,57 @@ class EnvRunner:
         return EpisodeBuilder(observation_space=self.observation_space,
                               action_space=self.action_space)
 
+    def _reset_all(self):
+        """Resets every env: `(obs, builders, pending)` for `_step_all`."""
+        obs, _ = self.venv.reset(seed=self.seed + self._resets)
+        self._resets += 1
+        builders = [self._new_builder() for _ in range(self.num_envs)]
+        for i, b in enumerate(builders):
+            b.add_env_reset(obs[i])
+        return obs, builders, np.zeros(self.num_envs, bool)
+
+    def _step_all(self, builders: list[EpisodeBuilder], obs, pending: np.ndarray):
+        """One policy call and one vector-env step, recorded into `builders` (in place).
+        Returns `(obs, done, steps)`: the new observations, the envs whose episode ended on
+        this step (marked in `pending`; their builders still to be finalized), and the
+        steps recorded (envs that only reset, NEXT_STEP autoreset, record none)."""
+        actions, extras = self._act(builders, obs)
+        obs, rew, term, trunc, _ = self.venv.step(actions)
+        done, steps = [], 0
+        for i in range(self.num_envs):
+            if pending[i]:  # NEXT_STEP autoreset: this step only reset env i
+                builders[i] = self._new_builder()
+                builders[i].add_env_reset(obs[i])
+                pending[i] = False
+                continue
+            emo = None if extras is None else {  # nested outputs too (state_out)
+                k: jax.tree_util.tree_map(lambda x, i=i: np.asarray(x)[i], v)
+                for k, v in extras.items()}
+            builders[i].add_env_step(obs[i], actions[i], float(rew[i]),
+                                     terminated=bool(term[i]), truncated=bool(trunc[i]),
+                                     extra_model_outputs=emo)
+            steps += 1
+            if term[i] or trunc[i]:
+                pending[i] = True
+                done.append(i)
+        return obs, done, steps
+
     def episodes(self, num_episodes: int | None = None,
                  num_timesteps: int | None = None) -> Iterator[Episode]:
         """Yields finished episodes until `num_episodes` finished (or `num_timesteps` steps
         were taken; then the unfinished ones come last, as not-done chunks)."""
         if (num_episodes is None) == (num_timesteps is None):
             raise ValueError("give exactly one of num_episodes or num_timesteps")
-        obs, _ = self.venv.reset(seed=self.seed + self._resets)
-        self._resets += 1
-        builders = [self._new_builder() for _ in range(self.num_envs)]
-        for i, b in enumerate(builders):
-            b.add_env_reset(obs[i])
-        pending = np.zeros(self.num_envs, bool)
+        obs, builders, pending = self._reset_all()
         finished = steps = 0
         while True:
-            actions, extras = self._act(builders, obs)
-            obs, rew, term, trunc, _ = self.venv.step(actions)
-            for i in range(self.num_envs):
-                if pending[i]:  # NEXT_STEP autoreset: this step only reset env i
-                    builders[i] = self._new_builder()
-                    builders[i].add_env_reset(obs[i])
-                    pending[i] = False
-                    continue
-                emo = None if extras is None else {  # nested outputs too (state_out)
-                    k: jax.tree_util.tree_map(lambda x, i=i: np.asarray(x)[i], v)
-                    for k, v in extras.items()}
-                builders[i].add_env_step(obs[i], actions[i], float(rew[i]),
-                                         terminated=bool(term[i]), truncated=bool(trunc[i]),
-                                         extra_model_outputs=emo)
-                steps += 1
-                if term[i] or trunc[i]:
-                    pending[i] = True
-                    finished += 1
-                    yield builders[i].finalize()
-                    if num_episodes is not None and finished >= num_episodes:
-                        return
+            obs, done, n = self._step_all(builders, obs, pending)
+            steps += n
+            for i in done:
+                finished += 1
+                yield builders[i].finalize()
+                if num_episodes is not None and finished >= num_episodes:
+                    return
             if num_timesteps is not None and steps >= num_timesteps:
                 for i in range(self.num_envs):
                     if not pending[i] and len(builders[i]):
@@ -147,13 +163,8 @@ class EnvRunner:
             raise ValueError(f"num_timesteps must be >= 1, got {num_timesteps}")
         live = getattr(self, "_live", None)
         if live is None:
-            obs, _ = self.venv.reset(seed=self.seed + self._resets)
-            self._resets += 1
-            builders = [self._new_builder() for _ in range(self.num_envs)]
-            for i, b in enumerate(builders):
-                b.add_env_reset(obs[i])
-            live = self._live = {"obs": obs, "builders": builders,
-                                 "pending": np.zeros(self.num_envs, bool),
+            obs, builders, pending = self._reset_all()
+            live = self._live = {"obs": obs, "builders": builders, "pending": pending,
                                  "whole": [[] for _ in range(self.num_envs)]}
         obs, builders, pending, whole = (live["obs"], live["builders"], live["pending"],
                                          live["whole"])
@@ -161,27 +172,14 @@ class EnvRunner:
         finished: list[tuple[float, int]] = []
         steps = 0
         while steps < num_timesteps:
-            actions, extras = self._act(builders, obs)
-            obs, rew, term, trunc, _ = self.venv.step(actions)
-            for i in range(self.num_envs):
-                if pending[i]:  # NEXT_STEP autoreset: this step only reset env i
-                    builders[i] = self._new_builder()
-                    builders[i].add_env_reset(obs[i])
-                    pending[i] = False
-                    continue
-                emo = None if extras is None else {k: np.asarray(v)[i] for k, v in
-                                                   extras.items()}
-                builders[i].add_env_step(obs[i], actions[i], float(rew[i]),
-                                         terminated=bool(term[i]), truncated=bool(trunc[i]),
-                                         extra_model_outputs=emo)
-                steps += 1
-                if term[i] or trunc[i]:
-                    pending[i] = True
-                    last = builders[i].finalize()
-                    chunks.append(last)
-                    finished.append((sum(r for r, _ in whole[i]) + last.get_return(),
-                                     sum(n for _, n in whole[i]) + len(last)))
-                    whole[i] = []
+            obs, done, n = self._step_all(builders, obs, pending)
+            steps += n
+            for i in done:
+                last = builders[i].finalize()
+                chunks.append(last)
+                finished.append((sum(r for r, _ in whole[i]) + last.get_return(),
+                                 sum(n for _, n in whole[i]) + len(last)))
+                whole[i] = []
         for i in range(self.num_envs):
             if not pending[i] and len(builders[i]):
                 chunk = builders[i].finalize()
