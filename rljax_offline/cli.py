@@ -193,14 +193,21 @@ def cmd_record(args) -> int:
 def _config_from_args(args):
     from rljax_offline.algorithms import config_class
 
+    cls = config_class(args.algo)
+    if cls.trains_online and args.input:
+        raise UsageError(f"--algo {args.algo} trains online in --env from its own rollouts; "
+                         "--input is for the offline algorithms")
+    if not cls.trains_online and not args.input:
+        raise UsageError(f"--algo {args.algo} trains from offline data: give --input")
     training = {k[len("algo__"):]: v for k, v in vars(args).items() if k.startswith("algo__")}
-    if args.lr is not None:
-        training["lr"] = args.lr
-    return (config_class(args.algo)()
+    given = {"lr": args.lr, "train_batch_size_per_learner": args.batch_size,
+             "num_updates_per_iteration": args.updates_per_iteration}
+    training.update({k: v for k, v in given.items() if v is not None})
+    offline = {} if cls.trains_online else dict(input_=_input(args), **_read_kwargs(args))
+    return (cls()
             .environment(args.env)
-            .offline_data(input_=_input(args), **_read_kwargs(args))
-            .training(train_batch_size_per_learner=args.batch_size,
-                      num_updates_per_iteration=args.updates_per_iteration, **training)
+            .offline_data(**offline)
+            .training(**training)
             .learners(num_devices=args.num_devices, **_distributed_kwargs(args))
             .evaluation(evaluation_interval=args.eval_interval,
                         evaluation_duration=args.eval_episodes)
@@ -428,15 +435,18 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
                         "and the episode count)")
 
     p = _sub(sub, "train", "train an offline algorithm (BC, MARWIL, CQL, IQL) from offline "
-             "data, evaluating as it goes",
+             "data, or PPO online in --env, evaluating as it goes",
              "  rljax-offline train --input data/cartpole --iterations 20 --out runs/bc\n"
+             "  rljax-offline train --algo ppo --env CartPole-v1 --stop-return 450 "
+             "--out runs/ppo\n"
              "  rljax-offline train --algo cql --min-q-weight 5 --input data/mixed --out runs/cql\n"
              "  rljax-offline train --input minari:cartpole/expert-v0 --stop-return 450\n"
              "  tensorboard --logdir runs/bc", cmd_train)
     p.add_argument("--algo", default="bc", choices=names(),
                    help="the algorithm; `train --algo NAME --help` lists its own options")
-    p.add_argument("--input", required=True, nargs="+",
-                   help="Parquet files/folders/globs/URIs, or minari:DATASET_ID")
+    p.add_argument("--input", default=None, nargs="+",
+                   help="Parquet files/folders/globs/URIs, or minari:DATASET_ID (every "
+                        "algorithm but the online ones, e.g. ppo)")
     p.add_argument("--env", default="CartPole-v1", type=env_id,
                    help="gymnasium env id the data comes from (spaces and evaluation)")
     p.add_argument("--iterations", type=positive_int, default=50,
@@ -445,10 +455,11 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
                    help="stop once the evaluation return mean reaches this")
     p.add_argument("--lr", type=positive_float, default=None,
                    help="learning rate (default: the algorithm's, RLlib's where it has one)")
-    p.add_argument("--batch-size", type=batch_size, default=1024,
-                   help="timesteps per update (train_batch_size_per_learner)")
-    p.add_argument("--updates-per-iteration", type=positive_int, default=100,
-                   help="gradient updates per iteration (one jitted lax.scan)")
+    p.add_argument("--batch-size", type=batch_size, default=None,
+                   help="timesteps per update (train_batch_size_per_learner; default: the "
+                        "algorithm's, 1024 for BC and MARWIL, 256 for CQL and IQL)")
+    p.add_argument("--updates-per-iteration", type=positive_int, default=None,
+                   help="gradient updates per iteration, one jitted lax.scan (default 100)")
     p.add_argument("--hiddens", type=positive_int, nargs="+", default=[256, 256],
                    help="hidden layer sizes of the policy MLP (fcnet_hiddens)")
     p.add_argument("--num-devices", default="all",

@@ -171,6 +171,8 @@ class AlgorithmConfig:
     # What `build()` makes: a class, or "module:Class" imported on first build (so this module
     # imports no algorithm code: configs and algorithms have no import cycle).
     algorithm_class: ClassVar[Any] = "rljax_offline.algorithms.algorithm:Algorithm"
+    # True where the algorithm learns from its own env rollouts (PPO), not from `input_`.
+    trains_online: ClassVar[bool] = False
 
     # environment
     env: Any = option("CartPole-v1", "environment", None,

@@ -108,6 +108,7 @@ class PPOConfig(AlgorithmConfig):
 
     algorithm_class = "rljax_offline.algorithms.online:PPO"
     algo_name = "ppo"
+    trains_online = True
 
     lr: float = option(5e-5, "training", positive_float, "learning rate")
     train_batch_size_per_learner: int = option(

@@ -1,0 +1,71 @@
+"""d3rlpy's side of `benchmarks/d3rlpy_compare.py`, run in the interpreter that has d3rlpy.
+
+Reads the transitions the driver wrote (`.npz`), trains one d3rlpy algorithm at its defaults
+(Box actions scaled to the env's bounds with `MinMaxActionScaler`, as a fair comparison
+needs), evaluates in the env after each of `--evals` equal parts of `--updates`, and prints
+one JSON line: updates/s (d3rlpy's own per-step time, evaluation excluded) and the returns.
+
+This file imports d3rlpy and never rljax_offline: it may run in another virtual environment.
+"""
+
+import argparse
+import json
+import time
+
+import d3rlpy
+import gymnasium as gym
+import numpy as np
+
+ALGOS = {
+    "DiscreteBC": d3rlpy.algos.DiscreteBCConfig,
+    "BC": d3rlpy.algos.BCConfig,
+    "DiscreteCQL": d3rlpy.algos.DiscreteCQLConfig,
+    "CQL": d3rlpy.algos.CQLConfig,
+    "IQL": d3rlpy.algos.IQLConfig,
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--algo", choices=sorted(ALGOS), required=True)
+    ap.add_argument("--env", required=True)
+    ap.add_argument("--updates", type=int, required=True)
+    ap.add_argument("--evals", type=int, default=5)
+    ap.add_argument("--eval-episodes", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    d3rlpy.seed(args.seed)
+    data = np.load(args.data)
+    env = gym.make(args.env)
+    kwargs = {}
+    if isinstance(env.action_space, gym.spaces.Box):
+        kwargs["action_scaler"] = d3rlpy.preprocessing.MinMaxActionScaler(
+            minimum=env.action_space.low, maximum=env.action_space.high)
+    config = ALGOS[args.algo](**kwargs)
+    dataset = d3rlpy.dataset.MDPDataset(
+        data["observations"], data["actions"], data["rewards"], data["terminals"],
+        timeouts=data["timeouts"],
+        action_space=(d3rlpy.ActionSpace.DISCRETE
+                      if isinstance(env.action_space, gym.spaces.Discrete)
+                      else d3rlpy.ActionSpace.CONTINUOUS))
+    algo = config.create(device="cpu:0")
+    per_eval = max(args.updates // args.evals, 1)
+    t0 = time.perf_counter()
+    history = algo.fit(
+        dataset, n_steps=per_eval * args.evals, n_steps_per_epoch=per_eval,
+        show_progress=False, save_interval=10**9, with_timestamp=False,
+        logger_adapter=d3rlpy.logging.NoopAdapterFactory(),
+        evaluators={"return": d3rlpy.metrics.EnvironmentEvaluator(
+            env, n_trials=args.eval_episodes)})
+    wall = time.perf_counter() - t0
+    step_s = float(np.mean([m["time_step"] for _, m in history]))
+    print(json.dumps({
+        "library": f"d3rlpy {d3rlpy.__version__}", "algo": args.algo,
+        "batch_size": config.batch_size, "updates": per_eval * args.evals,
+        "updates_per_s": 1.0 / step_s, "wall_s": wall,
+        "returns": [float(m["return"]) for _, m in history]}))
+
+
+if __name__ == "__main__":
+    main()
