@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures as cf
+import itertools
 import logging
 import os
 import queue
@@ -133,7 +134,7 @@ def iter_episodes(input_: Any, *, input_read_episodes: bool = True,
                   input_read_schema: dict | None = None, input_filesystem: Any = None,
                   input_filesystem_kwargs: dict | None = None, on_bad_file: str = "raise",
                   shuffle_buffer_size: int = 0, seed: int | None = None, prefetch: int = 0,
-                  process_index: int = 0, process_count: int = 1,
+                  start: int = 0, process_index: int = 0, process_count: int = 1,
                   observation_space: Any = None, action_space: Any = None,
                   skipped: SkipReport | None = None,
                   max_workers: int | None = None) -> Iterator[Episode]:
@@ -149,11 +150,16 @@ def iter_episodes(input_: Any, *, input_read_episodes: bool = True,
       on_bad_file: "raise" (default) or "skip"; skipped files land in `skipped`.
       shuffle_buffer_size: episodes held in a buffer that yields a random one (0: file order).
       prefetch: episodes decoded ahead on a background thread (0: none).
+      start: begin at this episode of the (shuffled) order, as a stream resumed from a
+        checkpoint does; the same `seed` gives the same order, so episode `start` on is
+        exactly what followed.
       process_index, process_count: this process reads every `process_count`-th file.
       observation_space, action_space: every episode's values are checked against these
         (or, when not given, the spaces stored with the episode): see `data.validate`.
       skipped: a `SkipReport` that collects what "skip" mode skipped and why.
     """
+    if start < 0:
+        raise ValueError(f"start must be >= 0, got {start}")
     if not 0 <= process_index < process_count:
         raise ValueError(f"process_index must be in [0, {process_count}), got {process_index}")
     minari = isinstance(input_, str) and input_.startswith("minari:")
@@ -181,6 +187,8 @@ def iter_episodes(input_: Any, *, input_read_episodes: bool = True,
                                        action_space=action_space)
     if shuffle_buffer_size > 0:
         stream = _shuffled(stream, shuffle_buffer_size, seed)
+    if start:
+        stream = itertools.islice(stream, start, None)
     if prefetch > 0:
         stream = _prefetched(stream, prefetch)
     return stream
