@@ -17,7 +17,8 @@ are read once, turned into learner columns by the learner connector pipeline (ji
 length-bucketed `EpisodeBatch`es) and kept on the devices; network-dependent columns (MARWIL's
 value targets) are computed inside each update. With both False the episodes stream from the
 files through a shuffle buffer, and each update takes exactly `train_batch_size_per_learner`
-timesteps.
+timesteps; checkpoints then keep every process's stream cursor (`algorithms.stream`), so a
+restored run goes on with exactly the batches it would have had.
 """
 
 from __future__ import annotations
