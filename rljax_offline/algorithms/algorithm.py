@@ -431,8 +431,9 @@ class Algorithm:
     # ------------------------------------------------------------------ checkpoints
 
     def save(self, path: str) -> str:
-        """An atomic checkpoint of everything needed to resume exactly (written by process
-        0 alone in a multi-process run: the state is the same on every process)."""
+        """An atomic checkpoint of everything needed to resume exactly, the stream cursor
+        of streamed data included. In a multi-process run every process calls it (each
+        hands over its own cursor) and process 0 alone writes."""
         stream, files = self._stream_checkpoint()  # a collective: before the writer check
         if not distributed.is_writer():
             return path
@@ -476,14 +477,14 @@ class Algorithm:
             return
         processes = saved["processes"]
         if len(processes) != jax.process_count():
-            raise ValueError(f"checkpoint {path!r} streamed its data on {len(processes)} "
+            raise ckpt.CheckpointError(f"checkpoint {path!r} streamed its data on {len(processes)} "
                              f"process(es); resume it on as many (each streams its own "
                              f"share of the files), not {jax.process_count()}")
         now = {"batch_size": self.dp.local_batch_size, "chunk_size": self._stream_chunk_size,
                "shuffle_buffer_size": self.config.shuffle_buffer_size}
         changed = {k: (saved.get(k), v) for k, v in now.items() if saved.get(k) != v}
         if changed:
-            raise ValueError(f"checkpoint {path!r} streamed its data with other settings "
+            raise ckpt.CheckpointError(f"checkpoint {path!r} streamed its data with other settings "
                              f"(saved, now): {changed}; the resumed stream would not be the "
                              "one that was saved")
         raw = ckpt.load_file(path, STREAM_FILE)

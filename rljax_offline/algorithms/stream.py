@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import serialization
 
+from rljax_offline.data.errors import OfflineDataError
 from rljax_offline.episode import Episode
 
 
@@ -73,7 +74,7 @@ class StreamCursor:
                    batches=int(summary["batches"]))
 
 
-class DataChangedError(RuntimeError):
+class DataChangedError(OfflineDataError):
     """A stream resumed from a cursor did not find the data the cursor was made on."""
 
 
