@@ -149,7 +149,7 @@ def test_save_mid_stream_and_restore_is_exact_for_every_algorithm(case, stream_d
     resumed.stop()
 
 
-def test_restore_in_place_rewinds_a_running_stream_and_checks_its_settings(stream_data,
+def test_restore_in_place_rewinds_a_running_stream_stop_keeps_it_settings_are_checked(stream_data,
                                                                           tmp_path):
     from rljax_offline.learners.bc import BCConfig
 
@@ -160,6 +160,12 @@ def test_restore_in_place_rewinds_a_running_stream_and_checks_its_settings(strea
     after_one = algo.train()["learners"]["default_policy"]
     algo.restore(str(tmp_path / "c"))  # the stream ran on: restore takes it back
     assert algo.train()["learners"]["default_policy"] == after_one
+    algo.stop()  # keeps the cursor: training goes on from the last batch consumed
+    third = algo.train()["learners"]["default_policy"]
+    again = Algorithm.from_checkpoint(str(tmp_path / "c"), cfg)
+    again.train()
+    assert again.train()["learners"]["default_policy"] == third
+    again.stop()
     other = _streaming(BCConfig().rl_module(model_config={"fcnet_hiddens": [8]}),
                        stream_data).offline_data(input_read_batch_size=5).build()
     with pytest.raises(ValueError, match="chunk_size"):

@@ -534,8 +534,10 @@ class Algorithm:
         return algo
 
     def stop(self) -> None:
-        """Ends the prefetch thread of streamed data and closes the evaluation envs."""
+        """Ends the prefetch thread of streamed data (keeping its cursor: a later `save()`
+        or `train()` goes on from the last batch consumed) and closes the evaluation envs."""
         if self._stream is not None:
+            self._resume_cursor = self._stream.cursor
             self._stream.close()
             self._stream = None
         if self._runner is not None:

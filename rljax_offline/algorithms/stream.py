@@ -115,7 +115,7 @@ def stream_batches(read_epoch: Callable[[int, int], Iterator[Episode]],
     """
     epoch, position, cstate = start.epoch, start.position, start.replay_state
     drop, consumed, batches = start.skip_rows, start.skip_rows, start.batches
-    # [epoch, position, state before, rows] of each chunk with rows in `buf`, oldest first
+    # (epoch, position, state before, rows) of each chunk with rows in `buf`, oldest first
     pending: collections.deque = collections.deque()
     buf: dict | None = None
     while True:
@@ -131,8 +131,7 @@ def stream_batches(read_epoch: Callable[[int, int], Iterator[Episode]],
                         f"resuming the stream of {what}: epoch {epoch} at episode "
                         f"{position - len(chunk)} gives {n} rows, the checkpoint used {drop} "
                         "of them; the data changed since the checkpoint")
-                taken = min(drop, n)
-                cols, drop = _rows(cols, taken), drop - taken
+                cols, drop = _rows(cols, drop), 0
             buf = cols if buf is None else jax.tree_util.tree_map(
                 lambda a, b: jnp.concatenate([a, b]), buf, cols)
             while _num_rows(buf) >= batch_size:
