@@ -166,3 +166,18 @@ def share_of_files(files: list, what: str) -> None:
             f"{what} has {len(files)} input file(s) for {count} processes; each process "
             f"reads its own share of the files: write the data in at least {count} files "
             "(output_max_rows_per_file) or run fewer processes")
+
+
+def allgather_bytes(data: bytes) -> list[bytes]:
+    """Every process's `data` (lengths may differ), in process order; a collective: every
+    process calls it. One process: `[data]`."""
+    if jax.process_count() == 1:
+        return [data]
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    sizes = multihost_utils.process_allgather(np.asarray([len(data)], np.int64))
+    padded = np.zeros(max(int(sizes.max()), 1), np.uint8)
+    padded[:len(data)] = np.frombuffer(data, np.uint8)
+    gathered = np.asarray(multihost_utils.process_allgather(padded))
+    return [gathered[p, :int(sizes[p, 0])].tobytes() for p in range(len(sizes))]

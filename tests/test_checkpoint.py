@@ -93,3 +93,21 @@ def test_mismatched_checkpoints_are_refused(learner, tmp_path):
         ckpt.load_state(str(tmp_path / "c"), init_state(bc_learner((16,))))
     with pytest.raises(FileNotFoundError, match="not a checkpoint"):
         ckpt.load_meta(str(tmp_path))
+
+
+def test_extra_files_are_checksummed_and_read_back(tmp_path):
+    """`save_checkpoint(files=...)` (a streamed run's `stream.msgpack`): read back by
+    `load_file`, verified like the state; None where a checkpoint has no such file; our own
+    file names and paths are refused."""
+    path = str(tmp_path / "c")
+    ckpt.save_checkpoint(path, {"w": np.ones(3)}, {"iteration": 1}, {"extra.bin": b"\x01\x02"})
+    assert ckpt.load_file(path, "extra.bin") == b"\x01\x02"
+    assert ckpt.load_file(path, "other.bin") is None
+    gen = sorted(n for n in os.listdir(path) if n.startswith("gen-"))[-1]
+    with open(os.path.join(path, gen, "extra.bin"), "wb") as f:
+        f.write(b"\x01\x03")
+    with pytest.raises(ckpt.CheckpointError, match="extra.bin fails its checksum"):
+        ckpt.load_file(path, "extra.bin")
+    for bad in (ckpt.META_FILE, "sub/x", ".hidden"):
+        with pytest.raises(ValueError, match="plain names"):
+            ckpt.save_checkpoint(path, {"w": np.ones(3)}, {}, {bad: b""})

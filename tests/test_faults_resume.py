@@ -1,5 +1,8 @@
 """Training killed with SIGKILL at a random iteration and started again resumes exactly: the
-final parameters are bit-identical to an uninterrupted run's, and no metrics row repeats."""
+final parameters are bit-identical to an uninterrupted run's, and no metrics row repeats; with
+materialized data (CLI, and a mean-std filter) and with streamed data (shuffle buffer, a
+mean-std filter that keeps fitting as the data streams, batches cut across episodes and epoch
+ends, prefetch running ahead of the updates)."""
 
 import json
 import os
@@ -22,12 +25,16 @@ import sys
 from rljax_offline.learners.bc import BCConfig
 from rljax_offline.connectors import mean_std_filter
 from rljax_offline.training_loop import run_training
-data, out, iterations = sys.argv[1], sys.argv[2], int(sys.argv[3])
+data, out, iterations, stream = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
 config = (BCConfig().environment("CartPole-v1").offline_data(input_=data)
           .training(lr=1e-3, train_batch_size_per_learner=64, num_updates_per_iteration=5,
                     learner_connector=lambda spaces: [mean_std_filter(as_learner_connector=True)])
           .evaluation(evaluation_interval=0).rl_module(model_config={"fcnet_hiddens": [16]})
           .learners(num_devices=1).debugging(seed=3))
+if stream:  # 12 episodes of 15..30 steps: an epoch every ~1.5 iterations, rows left over
+    config = config.offline_data(materialize_data=False, materialize_mapped_data=False,
+                                 shuffle_buffer_size=5, input_read_batch_size=3,
+                                 prefetch_batches=3)
 run_training(config, iterations=iterations, out_dir=out, progress=False)
 """
 
@@ -38,7 +45,7 @@ def _command(kind, data, out):
                 "--iterations", str(ITERATIONS), "--updates-per-iteration", "5",
                 "--batch-size", "64", "--hiddens", "16", "--eval-interval", "0",
                 "--num-devices", "1", "--seed", "3", "--quiet"]
-    return [PYTHON, "-c", _FILTERED, data, out, str(ITERATIONS)]
+    return [PYTHON, "-c", _FILTERED, data, out, str(ITERATIONS), str(int(kind == "streaming"))]
 
 
 def _rows(out):
@@ -68,10 +75,10 @@ def _run_killed(cmd, out, kill_after_rows):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["cli", "mean_std_filter"])
+@pytest.mark.parametrize("kind", ["cli", "mean_std_filter", "streaming"])
 def test_sigkill_then_resume_is_bit_identical(tmp_path, kind):
     data = str(tmp_path / "data")
-    write_episodes(cartpole_episodes(12, seed=1), data)
+    write_episodes(cartpole_episodes(12, seed=1), data, output_max_rows_per_file=4)
     straight, killed = str(tmp_path / "straight"), str(tmp_path / "killed")
     out = subprocess.run(_command(kind, data, straight), env=subprocess_env(),
                          capture_output=True, text=True, timeout=300)
@@ -83,3 +90,6 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path, kind):
     assert out.returncode == 0, out.stderr
     assert [r["training_iteration"] for r in _rows(killed)] == list(range(1, ITERATIONS + 1))
     assert _state_bytes(killed) == _state_bytes(straight)
+    if kind == "streaming":  # the run crossed epochs and was resumed from a stream cursor
+        (cursor,) = ckpt.load_meta(os.path.join(killed, "checkpoint"))["stream"]["processes"]
+        assert cursor["epoch"] >= 2 and cursor["batches"] == ITERATIONS * 5

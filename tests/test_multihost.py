@@ -6,6 +6,8 @@
   process has on a local device (`multihost_worker.py`);
 * `rljax-offline train` with `--coordinator-address --num-processes --process-id`: both
   processes train the same parameters from their share of the files; process 0 alone writes;
+* streamed data saved and resumed in a 2-process run: each process's stream cursor (its own
+  share of the files) is in process 0's checkpoint, and the resumed run is bit-identical;
 * a killed process ends the other with an error within the heartbeat timeout, never a hang;
 * bad settings (unreachable coordinator, process id out of range, fewer files than
   processes, a malformed address) are one-line named errors.
@@ -118,6 +120,53 @@ def test_two_process_training_from_the_command_line(four_files, tmp_path):
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
     assert summaries[0]["plot"] and summaries[1]["plot"] is None
     assert (out / "checkpoint").is_dir()
+
+
+# Streamed BC with a mean-std filter, 2 processes: 2 iterations straight into OUT/straight; 1
+# into OUT/resumed, then (a new Algorithm restored from its checkpoint) on to 2.
+_STREAM_RESUME = """
+import sys
+from rljax_offline.connectors import mean_std_filter
+from rljax_offline.learners.bc import BCConfig
+from rljax_offline.training_loop import run_training
+address, pid, data, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+config = (BCConfig().environment("CartPole-v1")
+          .offline_data(input_=data, materialize_data=False, materialize_mapped_data=False,
+                        shuffle_buffer_size=3, input_read_batch_size=3)
+          .training(train_batch_size_per_learner=64, num_updates_per_iteration=3,
+                    learner_connector=lambda spaces: [mean_std_filter(as_learner_connector=True)])
+          .rl_module(model_config={"fcnet_hiddens": [16]}).evaluation(evaluation_interval=0)
+          .learners(coordinator_address=address, num_processes=2, process_id=pid))
+run_training(config, iterations=2, out_dir=out + "/straight", progress=False)
+run_training(config, iterations=1, out_dir=out + "/resumed", progress=False)
+run_training(config, iterations=2, out_dir=out + "/resumed", progress=False)
+"""
+
+
+@pytest.mark.slow
+def test_two_process_streaming_resumes_every_process_cursor(tmp_path):
+    from fault_testlib import cartpole_episodes
+
+    from rljax_offline.data import write_episodes
+    from rljax_offline.learners import checkpoint as ckpt
+
+    data = tmp_path / "data"  # 4 files of 3 short episodes: past an epoch end in 6 batches
+    write_episodes(cartpole_episodes(12, seed=1), str(data), output_max_rows_per_file=3)
+    address = f"127.0.0.1:{_free_port()}"
+    outs = _run_both(lambda i: [sys.executable, "-c", _STREAM_RESUME, address, str(i),
+                                str(data), str(tmp_path)])
+    for rc, _, err in outs:
+        assert rc == 0, err[-2000:]
+    meta = ckpt.load_meta(str(tmp_path / "resumed" / "checkpoint"))
+    cursors = meta["stream"]["processes"]
+    assert len(cursors) == 2 and cursors[0] != cursors[1]  # each its own share of the files
+
+    def state(run):
+        folder = tmp_path / run / "checkpoint"
+        gen = sorted(p.name for p in folder.iterdir() if p.name.startswith("gen-"))[-1]
+        return (folder / gen / ckpt.STATE_FILE).read_bytes()
+
+    assert state("resumed") == state("straight")
 
 
 @pytest.mark.slow

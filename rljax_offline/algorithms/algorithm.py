@@ -17,7 +17,8 @@ are read once, turned into learner columns by the learner connector pipeline (ji
 length-bucketed `EpisodeBatch`es) and kept on the devices; network-dependent columns (MARWIL's
 value targets) are computed inside each update. With both False the episodes stream from the
 files through a shuffle buffer, and each update takes exactly `train_batch_size_per_learner`
-timesteps.
+timesteps; checkpoints then keep every process's stream cursor (`algorithms.stream`), so a
+restored run goes on with exactly the batches it would have had.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import numpy as np
 import rljax_offline.algorithms.registry as registry
 from rljax_offline import compilation_cache, distributed
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
+from rljax_offline.algorithms.stream import CursorTracker, StreamCursor, stream_batches
 from rljax_offline.batch import EpisodeBatch
 from rljax_offline.connectors import (
     Context,
@@ -58,6 +60,7 @@ from rljax_offline.learners.core import (
 
 MODULE_ID = "default_policy"
 CHECKPOINT_FORMAT = 2
+STREAM_FILE = "stream.msgpack"
 _EPISODES_PER_BATCH = 64
 
 
@@ -68,17 +71,6 @@ def _env_spaces(config: AlgorithmConfig) -> tuple[gym.Space, gym.Space]:
         return env.observation_space, env.action_space
     finally:
         env.close()
-
-
-def _chunks(stream: Iterator, size: int) -> Iterator[list]:
-    chunk = []
-    for item in stream:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
 
 
 def _json_files(input_: Any) -> list[str]:
@@ -152,7 +144,7 @@ class Algorithm:
         self._learner_apply = jax.jit(self.learner_connector.apply)
         self._data: DeviceData | None = None
         self._stream: Any = None
-        self._stream_cstate: Any = None
+        self._resume_cursor: StreamCursor | None = None
         self._scan = None
         self._restored = False
         self._prelearner = (config.prelearner_class(config=config, spaces=self.spaces)
@@ -220,21 +212,27 @@ class Algorithm:
                for k, v in cols.items()}
         return out, connector_state, lengths
 
-    def _episode_stream(self, epoch: int, shuffle: bool = True) -> Iterator[Episode]:
+    def _episode_stream(self, epoch: int, shuffle: bool = True, start: int = 0
+                        ) -> Iterator[Episode]:
         """One pass over the data, read as the config says (Parquet episode or tabular rows,
         old SampleBatch JSON lines, or the user's `input_read_method`), shuffled with a new
-        seed each epoch where the reader can."""
+        seed each epoch where the reader can (the order a pure function of the seed and
+        `epoch`), from its `start`-th episode on."""
+        import itertools
+
         from rljax_offline.data import iter_episodes
 
         c = self.config
         kwargs = dict(c.input_read_method_kwargs or {})
         if callable(c.input_read_method):
-            return iter(c.input_read_method(c.input_, **kwargs))
+            return itertools.islice(iter(c.input_read_method(c.input_, **kwargs)), start, None)
         if c.reads_sample_batches:
             from rljax_offline.data import read_sample_batch_json
 
-            return (ep for path in _json_files(c.input_)
-                    for ep in read_sample_batch_json(path, **kwargs))
+            return itertools.islice((ep for path in _json_files(c.input_)
+                                     for ep in read_sample_batch_json(path, **kwargs)),
+                                    start, None)
+        kwargs["start"] = start
         if shuffle:
             kwargs.update(shuffle_buffer_size=max(c.shuffle_buffer_size, 1), seed=c.seed + epoch,
                           prefetch=c.prefetch_batches)
@@ -278,11 +276,17 @@ class Algorithm:
             self.num_timesteps = self._data.num_rows
             self.num_episodes = self._data.num_episodes or len(episodes)
         else:
+            start = self._resume_cursor or StreamCursor(
+                replay_state=jax.device_get(self.state.connector_state))
             # The prefetch thread's generator holds the algorithm weakly: an algorithm that
             # is dropped without stop() is still collected, and its thread then ends.
-            batches = Algorithm._global_batches(weakref.proxy(self))
-            self._stream = prefetch_to_device(batches, self.dp.put_sharded,
-                                              max(self.config.prefetch_batches, 1))
+            batches = Algorithm._global_batches(weakref.proxy(self), start)
+            dp = self.dp
+            prefetched = prefetch_to_device(batches, lambda item: (dp.put_sharded(item[0]),
+                                                                    item[1]),
+                                            max(self.config.prefetch_batches, 1))
+            self._stream = CursorTracker(prefetched, start)
+            self._resume_cursor = None
         self.timers["data_load_s"] = time.perf_counter() - t0
 
     def _agreed(self, connector_state: Any) -> Any:
@@ -294,34 +298,28 @@ class Algorithm:
 
         return multihost_utils.broadcast_one_to_all(jax.device_get(connector_state))
 
-    def _global_batches(self) -> Iterator[dict]:
+    def _global_batches(self, start: StreamCursor) -> Iterator[tuple[dict, StreamCursor]]:
         """This process's share (all of it on one process) of each global batch of exactly
         `train_batch_size_per_learner` timesteps from streamed episodes, epoch after epoch,
-        computed on the default device and handed on without a trip to the host; the
-        connector state (e.g. a mean-std filter) keeps updating as the data streams, as in
-        RLlib."""
-        B = self.dp.local_batch_size
-        per_read = self.config.input_read_batch_size or 16
-        buf: dict | None = None
-        epoch = 0
-        n_rows = lambda tree: len(jax.tree_util.tree_leaves(tree)[0])
-        while True:
-            seen = 0
-            for chunk in _chunks(self._episode_stream(epoch), per_read):
-                seen += len(chunk)
-                chunk = self._prelearned(chunk)
-                if self._stream_cstate is None:  # a host copy: updates donate the state
-                    self._stream_cstate = jax.device_get(self.state.connector_state)
-                cols, self._stream_cstate, _ = self._columns(chunk, self._stream_cstate,
-                                                             fit=True, on_device=True)
-                buf = cols if buf is None else jax.tree_util.tree_map(
-                    lambda a, b: jnp.concatenate([a, b]), buf, cols)
-                while n_rows(buf) >= B:
-                    yield jax.tree_util.tree_map(lambda x: x[:B], buf)
-                    buf = jax.tree_util.tree_map(lambda x: x[B:], buf)
-            if not seen:
-                raise ValueError(f"no episodes found in {self.config.input_!r}")
-            epoch += 1
+        each with its `StreamCursor`, from `start` on; computed on the default device and
+        handed on without a trip to the host. The connector state (e.g. a mean-std filter)
+        keeps updating as the data streams, as in RLlib. `self` is a weak proxy here."""
+        proxy = self
+
+        def read_epoch(epoch: int, position: int) -> Iterator[Episode]:
+            return proxy._episode_stream(epoch, start=position)
+
+        def to_rows(chunk: list[Episode], connector_state: Any):
+            cols, connector_state, _ = proxy._columns(
+                proxy._prelearned(chunk), connector_state, fit=True, on_device=True)
+            return cols, connector_state
+
+        return stream_batches(read_epoch, to_rows, self.dp.local_batch_size,
+                              self._stream_chunk_size, start, what=repr(self.config.input_))
+
+    @property
+    def _stream_chunk_size(self) -> int:
+        return self.config.input_read_batch_size or 16
 
     # ------------------------------------------------------------------ training
 
@@ -338,11 +336,12 @@ class Algorithm:
             self.state, metrics = self._scan(self.state, self._data)
         else:
             self.state, metrics = self.dp.stream_updates(self.state, self._stream, n)
-            # The connector state fitted on the streamed data so far (batches run ahead of the
-            # updates by the prefetch depth). Put from a host copy: a device_put can alias
-            # the prefetch thread's buffers, which the next update donates.
+            # The connector state fitted on the data of the batches consumed so far (the
+            # producer runs ahead by the prefetch depth: its own state would depend on
+            # timing). Put from a host copy: a device_put can alias the prefetch thread's
+            # buffers, which the next update donates.
             self.state = self.state._replace(connector_state=self.dp.put_replicated(
-                jax.device_get(self._agreed(self._stream_cstate))))
+                jax.device_get(self._agreed(self._stream.cursor.connector_state))))
         metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
         extra = {k: float(v) for k, v in jax.device_get(self.state.extra).items()
                  if np.ndim(v) == 0}
@@ -432,14 +431,73 @@ class Algorithm:
     # ------------------------------------------------------------------ checkpoints
 
     def save(self, path: str) -> str:
-        """An atomic checkpoint of everything needed to resume exactly (written by process
-        0 alone in a multi-process run: the state is the same on every process)."""
+        """An atomic checkpoint of everything needed to resume exactly, the stream cursor
+        of streamed data included. In a multi-process run every process calls it (each
+        hands over its own cursor) and process 0 alone writes."""
+        stream, files = self._stream_checkpoint()  # a collective: before the writer check
         if not distributed.is_writer():
             return path
         meta = {"format": CHECKPOINT_FORMAT, "algorithm": self.algo_name,
                 "config": self.config.to_dict(), "iteration": self.iteration,
                 "history": self.history}
-        return ckpt.save_checkpoint(path, self.state, meta)
+        if stream is not None:
+            meta["stream"] = stream
+        return ckpt.save_checkpoint(path, self.state, meta, files)
+
+    def _stream_cursor(self) -> StreamCursor | None:
+        """Where streamed data stands for the state in `self.state` (None when not streaming
+        or not started)."""
+        return self._stream.cursor if self._stream is not None else self._resume_cursor
+
+    def _stream_checkpoint(self) -> tuple[dict | None, dict]:
+        """The stream cursors of every process: readable numbers for meta.json and their
+        replay connector states as `stream.msgpack` (one entry a process, in process
+        order: each process streams its own share of the files)."""
+        from flax import serialization
+
+        cursor = self._stream_cursor()
+        if cursor is None:
+            return None, {}
+        mine = serialization.msgpack_serialize({"summary": cursor.summary(),
+                                                "replay": cursor.replay_bytes()})
+        everyone = [serialization.msgpack_restore(b)
+                    for b in distributed.allgather_bytes(mine)]
+        meta = {"batch_size": self.dp.local_batch_size, "chunk_size": self._stream_chunk_size,
+                "shuffle_buffer_size": self.config.shuffle_buffer_size,
+                "processes": [e["summary"] for e in everyone]}
+        replay = serialization.msgpack_serialize([e["replay"] for e in everyone])
+        return meta, {STREAM_FILE: replay}
+
+    def _restore_stream(self, path: str, meta: dict) -> None:
+        """The stream cursor of this process from a checkpoint (see `_stream_checkpoint`)."""
+        from flax import serialization
+
+        saved = meta.get("stream")
+        if saved is None or not self.config.streams_data:
+            return
+        processes = saved["processes"]
+        if len(processes) != jax.process_count():
+            raise ckpt.CheckpointError(f"checkpoint {path!r} streamed its data on {len(processes)} "
+                             f"process(es); resume it on as many (each streams its own "
+                             f"share of the files), not {jax.process_count()}")
+        now = {"batch_size": self.dp.local_batch_size, "chunk_size": self._stream_chunk_size,
+               "shuffle_buffer_size": self.config.shuffle_buffer_size}
+        changed = {k: (saved.get(k), v) for k, v in now.items() if saved.get(k) != v}
+        if changed:
+            raise ckpt.CheckpointError(f"checkpoint {path!r} streamed its data with other settings "
+                             f"(saved, now): {changed}; the resumed stream would not be the "
+                             "one that was saved")
+        raw = ckpt.load_file(path, STREAM_FILE)
+        if raw is None:
+            raise ckpt.CheckpointError(f"checkpoint {path!r} is incomplete: its meta names a "
+                                       f"stream cursor but {STREAM_FILE} is missing")
+        try:
+            replay = serialization.msgpack_restore(raw)[jax.process_index()]
+            self._resume_cursor = StreamCursor.restored(
+                processes[jax.process_index()], replay, self.state.connector_state)
+        except Exception as e:  # noqa: BLE001 - flax/msgpack raise many types for a mismatch
+            raise ckpt.CheckpointError(f"checkpoint {path!r}: {STREAM_FILE} does not match "
+                                       f"this config: {type(e).__name__}: {e}") from None
 
     def restore(self, path: str) -> None:
         """Loads a checkpoint of this algorithm; training continues exactly where it was."""
@@ -448,8 +506,12 @@ class Algorithm:
         if saved != self.algo_name:
             raise ValueError(f"checkpoint {path!r} holds a {saved!r} algorithm, not "
                              f"{self.algo_name!r}; use Algorithm.from_checkpoint(path)")
+        if self._stream is not None:  # a stream from before: resume from the saved cursor
+            self._stream.close()
+            self._stream = None
+        self._resume_cursor = None
+        self._restore_stream(path, meta)
         self.state = self.dp.put_replicated(ckpt.load_state(path, self.state))
-        self._stream_cstate = None
         self._restored = True
         self.iteration = int(meta["iteration"])
         self.history = list(meta.get("history", []))
@@ -472,8 +534,10 @@ class Algorithm:
         return algo
 
     def stop(self) -> None:
-        """Ends the prefetch thread of streamed data and closes the evaluation envs."""
+        """Ends the prefetch thread of streamed data (keeping its cursor: a later `save()`
+        or `train()` goes on from the last batch consumed) and closes the evaluation envs."""
         if self._stream is not None:
+            self._resume_cursor = self._stream.cursor
             self._stream.close()
             self._stream = None
         if self._runner is not None:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures as cf
+import itertools
 import logging
 import os
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from typing import Any
 
 import numpy as np
@@ -37,9 +38,10 @@ _log = logging.getLogger("rljax_offline.data")
 
 
 def _episodes_of_file(fs: Any, path: str, *, input_read_schema: dict | None = None,
-                      observation_space: Any = None, action_space: Any = None
-                      ) -> list[Episode]:
-    """Every episode of one episode-rows file, decoded safely."""
+                      observation_space: Any = None, action_space: Any = None,
+                      rows: Container[int] | None = None) -> list[Episode]:
+    """Every episode of one episode-rows file (or those at `rows`, reading only the row
+    groups that hold them), decoded safely, in row order."""
     name = display_name(fs, path)
     pf = open_parquet(fs, path)
     column = (input_read_schema or {}).get("item", "item")
@@ -55,7 +57,14 @@ def _episodes_of_file(fs: Any, path: str, *, input_read_schema: dict | None = No
     out, row = [], 0
     try:
         for group in range(pf.num_row_groups):  # one row group in memory at a time
+            size = pf.metadata.row_group(group).num_rows
+            if rows is not None and not any(r in rows for r in range(row, row + size)):
+                row += size
+                continue
             for blob in pf.read_row_group(group, columns=[column]).column(0).to_pylist():
+                if rows is not None and row not in rows:
+                    row += 1
+                    continue
                 if blob is None:
                     raise OfflineDataError("episode row is null", file=name, row=row,
                                            column=column)
@@ -133,7 +142,7 @@ def iter_episodes(input_: Any, *, input_read_episodes: bool = True,
                   input_read_schema: dict | None = None, input_filesystem: Any = None,
                   input_filesystem_kwargs: dict | None = None, on_bad_file: str = "raise",
                   shuffle_buffer_size: int = 0, seed: int | None = None, prefetch: int = 0,
-                  process_index: int = 0, process_count: int = 1,
+                  start: int = 0, process_index: int = 0, process_count: int = 1,
                   observation_space: Any = None, action_space: Any = None,
                   skipped: SkipReport | None = None,
                   max_workers: int | None = None) -> Iterator[Episode]:
@@ -149,11 +158,19 @@ def iter_episodes(input_: Any, *, input_read_episodes: bool = True,
       on_bad_file: "raise" (default) or "skip"; skipped files land in `skipped`.
       shuffle_buffer_size: episodes held in a buffer that yields a random one (0: file order).
       prefetch: episodes decoded ahead on a background thread (0: none).
+      start: begin at this episode of the (shuffled) order, as a stream resumed from a
+        checkpoint does; the same `seed` gives the same order, so episode `start` on is
+        exactly what followed. Episode-rows files (with on_bad_file="raise") skip without
+        decoding: the file footers give the row counts, the shuffle buffer is replayed on
+        row indices, and only the episodes then held in the buffer are decoded; other
+        formats decode the first `start` episodes again and drop them.
       process_index, process_count: this process reads every `process_count`-th file.
       observation_space, action_space: every episode's values are checked against these
         (or, when not given, the spaces stored with the episode): see `data.validate`.
       skipped: a `SkipReport` that collects what "skip" mode skipped and why.
     """
+    if start < 0:
+        raise ValueError(f"start must be >= 0, got {start}")
     if not 0 <= process_index < process_count:
         raise ValueError(f"process_index must be in [0, {process_count}), got {process_index}")
     minari = isinstance(input_, str) and input_.startswith("minari:")
@@ -166,10 +183,14 @@ def iter_episodes(input_: Any, *, input_read_episodes: bool = True,
         stream = iter_minari_episodes(input_, observation_space=observation_space,
                                       process_index=process_index, process_count=process_count)
     elif input_read_episodes:
-        def reader(fs, path):
+        def reader(fs, path, rows=None):
             return _episodes_of_file(fs, path, input_read_schema=input_read_schema,
                                      observation_space=observation_space,
-                                     action_space=action_space)
+                                     action_space=action_space, rows=rows)
+        if start and on_bad_file == "raise":  # a resumed stream: skip without decoding
+            stream = _resumed_episode_rows(files, start, shuffle_buffer_size, seed, reader,
+                                           skipped, max_workers)
+            return _prefetched(stream, prefetch) if prefetch > 0 else stream
         stream = (ep for eps in _read_files(files, reader, on_bad_file, skipped, max_workers)
                   for ep in eps)
     else:
@@ -181,6 +202,8 @@ def iter_episodes(input_: Any, *, input_read_episodes: bool = True,
                                        action_space=action_space)
     if shuffle_buffer_size > 0:
         stream = _shuffled(stream, shuffle_buffer_size, seed)
+    if start:
+        stream = itertools.islice(stream, start, None)
     if prefetch > 0:
         stream = _prefetched(stream, prefetch)
     return stream
@@ -191,18 +214,86 @@ def read_episodes(input_: Any, **options) -> list[Episode]:
     return list(iter_episodes(input_, **options))
 
 
-def _shuffled(stream: Iterator[Episode], size: int, seed: int | None) -> Iterator[Episode]:
-    rng = np.random.default_rng(seed)
-    buf: list[Episode] = []
-    for ep in stream:
+def _shuffled(stream: Iterator, size: int, seed: int | None, buf: list | None = None,
+              rng: np.random.Generator | None = None) -> Iterator:
+    """A shuffle buffer of `size` items: each arriving item takes the place of a random one,
+    which is yielded; the rest, shuffled, at the end. The order depends only on the seed and
+    the number of items, never on their values (so `_shuffle_state` can replay it on
+    indices). `buf` and `rng` continue a buffer that `_shuffle_state` rebuilt."""
+    rng = np.random.default_rng(seed) if rng is None else rng
+    buf = [] if buf is None else buf
+    for item in stream:
         if len(buf) < size:
-            buf.append(ep)
+            buf.append(item)
             continue
         i = int(rng.integers(len(buf)))
-        buf[i], ep = ep, buf[i]
-        yield ep
+        buf[i], item = item, buf[i]
+        yield item
     rng.shuffle(buf)
     yield from buf
+
+
+def _shuffle_state(total: int, size: int, seed: int | None, start: int):
+    """`_shuffled` over `range(total)` stopped before its `start`-th output, without the items:
+    `(buffer, rng, next item, None)`, or once the source has ended `(rest, None, total,
+    "tail")` with `rest` the outputs from `start` on."""
+    rng = np.random.default_rng(seed)
+    buf: list[int] = []
+    out = 0
+    for item in range(total):
+        if len(buf) < size:
+            buf.append(item)
+            continue
+        if out == start:
+            return buf, rng, item, None
+        buf[int(rng.integers(len(buf)))] = item
+        out += 1
+    rng.shuffle(buf)
+    return buf[start - out:], None, total, "tail"
+
+
+def _resumed_episode_rows(files: list, start: int, shuffle_buffer_size: int,
+                          seed: int | None, read_file, skipped, max_workers) -> Iterator[Episode]:
+    """Episode-rows files read as `_shuffled` (or file order) would, from the `start`-th
+    episode on, decoding only what that order still yields: the row counts come from the
+    footers, the shuffle is replayed on row indices, and only the episodes then in the
+    buffer and the rows after the last one read are decoded."""
+    counts = [open_parquet(fs, path).metadata.num_rows for fs, path in files]
+    offsets = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+    total = int(offsets[-1])
+    if shuffle_buffer_size > 0:
+        held, rng, next_row, tail = _shuffle_state(total, shuffle_buffer_size, seed, start)
+    else:
+        held, rng, next_row, tail = [], None, min(start, total), None
+
+    def where(index: int) -> tuple[int, int]:
+        f = int(np.searchsorted(offsets, index, side="right")) - 1
+        return f, index - int(offsets[f])
+
+    by_file: dict[int, list[tuple[int, int]]] = collections.defaultdict(list)
+    for slot, index in enumerate(held):
+        f, row = where(index)
+        by_file[f].append((row, slot))
+    buf: list = [None] * len(held)
+    for f, items in by_file.items():
+        items.sort()
+        fs, path = files[f]
+        for (_, slot), ep in zip(items, read_file(fs, path, {row for row, _ in items})):
+            buf[slot] = ep
+    if tail:
+        yield from buf
+        return
+    if next_row < total:
+        f, row = where(next_row)
+        fs, path = files[f]
+        source = itertools.chain(
+            read_file(fs, path, range(row, counts[f])),
+            (ep for eps in _read_files(files[f + 1:], read_file, "raise", skipped,
+                                       max_workers) for ep in eps))
+    else:
+        source = iter(())
+    yield from (_shuffled(source, shuffle_buffer_size, None, buf, rng)
+                if shuffle_buffer_size > 0 else source)
 
 
 _DONE = object()

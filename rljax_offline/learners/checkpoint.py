@@ -2,7 +2,8 @@
 
 A checkpoint `path` is a folder of generations. A save writes `state.msgpack` (params,
 optimizer state, step, RNG, connector state through `flax.serialization`), `meta.json`
-(config, iteration, history) and `manifest.json` (SHA-256 and size of both) into a hidden temp
+(config, iteration, history), any further files the caller names (e.g. `stream.msgpack`, the
+cursor of streamed data) and `manifest.json` (SHA-256 and size of each) into a hidden temp
 folder inside `path`, fsyncs every file and the folder, and commits with one atomic
 `rename` to `path/gen-<n>`. Only then are older generations deleted. A crash (kill -9, power
 loss) between any two file-system operations therefore leaves the previous generation or the
@@ -71,9 +72,16 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def save_checkpoint(path: str, state: Any, meta: dict) -> str:
-    """Saves `state` (any pytree) and `meta` (JSON-able) as the newest generation at `path`;
-    returns `path`. Crash-safe at every step (see the module docstring)."""
+def save_checkpoint(path: str, state: Any, meta: dict, files: dict[str, bytes] | None = None
+                    ) -> str:
+    """Saves `state` (any pytree), `meta` (JSON-able) and `files` (name -> bytes, checksummed
+    like the others; read back with `load_file`) as the newest generation at `path`; returns
+    `path`. Crash-safe at every step (see the module docstring)."""
+    files = dict(files or {})
+    clash = set(files) & {STATE_FILE, META_FILE, MANIFEST_FILE}
+    if clash or any(os.sep in name or name.startswith(".") for name in files):
+        raise ValueError(f"extra checkpoint files need plain names other than ours, got "
+                         f"{sorted(files)}")
     path = os.path.abspath(os.fspath(path))
     if os.path.exists(path) and not os.path.isdir(path):
         raise CheckpointError(f"checkpoint path {path!r} exists and is not a folder")
@@ -85,11 +93,12 @@ def save_checkpoint(path: str, state: Any, meta: dict) -> str:
         host = jax.tree_util.tree_map(np.asarray, jax.device_get(state))
         state_bytes = serialization.to_bytes(host)
         meta_bytes = json.dumps(meta, default=float).encode()
+        contents = {STATE_FILE: state_bytes, META_FILE: meta_bytes, **files}
         manifest = {"format": FORMAT, "files": {
-            STATE_FILE: {"sha256": _digest(state_bytes), "size": len(state_bytes)},
-            META_FILE: {"sha256": _digest(meta_bytes), "size": len(meta_bytes)}}}
-        _write_synced(os.path.join(tmp, STATE_FILE), state_bytes)
-        _write_synced(os.path.join(tmp, META_FILE), meta_bytes)
+            name: {"sha256": _digest(data), "size": len(data)}
+            for name, data in contents.items()}}
+        for name, data in contents.items():
+            _write_synced(os.path.join(tmp, name), data)
         _write_synced(os.path.join(tmp, MANIFEST_FILE), json.dumps(manifest).encode())
         _fsync_dir(tmp)
         final = os.path.join(path, f"gen-{number:08d}")
@@ -172,6 +181,15 @@ def load_meta(path: str) -> dict:
         raise CheckpointError(f"checkpoint {path!r}: {META_FILE} must hold a JSON object, got "
                               f"{type(meta).__name__}")
     return meta
+
+
+def load_file(path: str, name: str) -> bytes | None:
+    """The bytes of the extra file `name` saved with the newest checkpoint at `path`
+    (checksum verified), or None when that checkpoint has no such file."""
+    folder, _ = _newest(os.fspath(path))
+    if not os.path.exists(os.path.join(folder, name)):
+        return None
+    return _read_verified(os.fspath(path), name)
 
 
 def load_state(path: str, target: Any) -> Any:
