@@ -324,7 +324,8 @@ class Algorithm:
                 raise ConfigError("sample_unit='episodes' needs one block of rows per episode "
                                   "from the learner pipeline (not a time-dim layout)")
             self._data = self.dp.put_data(cols, lengths)
-            self.num_timesteps = self._data.num_rows
+            self.num_timesteps = (int(np.sum(cols["seq_lens"])) if self.is_stateful
+                                  else self._data.num_rows)
             self.num_episodes = self._data.num_episodes or len(episodes)
         else:
             # The prefetch thread's generator holds the algorithm weakly: an algorithm that

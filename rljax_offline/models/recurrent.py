@@ -44,10 +44,10 @@ class RecurrentNet(nn.Module):
     def __call__(self, obs, state, seq_lens):
         B, T = obs.shape[:2]
         feats = self.encoder(obs.reshape(B * T, *obs.shape[2:])).reshape(B, T, -1)
-        # The carry takes the inputs' device variance: an initial state made inside a
-        # shard_map is replicated, and a scan's carry must match its (per-device) outputs.
+        # The carry takes the features' dtype and device variance (an initial state made
+        # inside a shard_map is replicated): a scan's carry must match its outputs.
         zero = jnp.zeros_like(feats[:, 0, :1])
-        state = jax.tree_util.tree_map(lambda x: x + zero.astype(x.dtype), state)
+        state = jax.tree_util.tree_map(lambda x: x.astype(feats.dtype) + zero, state)
         if self.cell_type == "lstm":
             cell, carry = nn.OptimizedLSTMCell(self.cell_size), (state["c"], state["h"])
         else:
