@@ -6,7 +6,7 @@
   carries the state: the recorded `action_dist_inputs` equal one unroll over the episode;
 * 8 devices equal 1 device in float64 (MARWIL: recurrent V, bootstrap windows, global
   advantage statistics);
-* a checkpoint restores exactly; sequences also stream from the files;
+* a checkpoint (GRUs) restores exactly; sequences also stream from the files;
 * (slow) the acceptance test: on StatelessCartPole expert data an LSTM trained by BC clearly
   beats an MLP trained on the same data.
 """
@@ -186,9 +186,10 @@ def test_eight_devices_equal_one_in_float64(stateless_data):
 
 
 def test_recurrent_checkpoint_restores_exactly(stateless_data, tmp_path):
+    """IQL with GRUs (actor, twin Q, V): save, restore, and training goes on bit for bit."""
     data, _ = stateless_data
     config = recurrent_config(IQLConfig, StatelessCartPole, data).evaluation(
-        evaluation_interval=0)
+        evaluation_interval=0).rl_module(model_config={"use_lstm": False, "use_gru": True})
     algo = config.build()
     algo.train()
     algo.save(str(tmp_path / "ckpt"))
@@ -228,7 +229,7 @@ def test_lstm_beats_mlp_on_stateless_cartpole_with_bc(tmp_path):
 
     def bc_return(model_config, batch_size):
         algo = (BCConfig().environment(StatelessCartPole).offline_data(input_=str(tmp_path))
-                .training(lr=3e-3, num_updates_per_iteration=800,
+                .training(lr=3e-3, num_updates_per_iteration=1000,
                           train_batch_size_per_learner=batch_size)
                 .rl_module(model_config=model_config).learners(num_devices=1)
                 .evaluation(evaluation_interval=0, evaluation_duration=4,
