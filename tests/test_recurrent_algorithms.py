@@ -16,6 +16,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from learner_testlib import max_diff, to_float64
 
@@ -26,7 +27,14 @@ from rljax_offline.data.writer import write_episodes
 from rljax_offline.envs import StatelessCartPole
 from rljax_offline.episode_builder import EpisodeBuilder
 from rljax_offline.experts import cartpole_expert
-from rljax_offline.learners.core import DataParallel, init_state, select_devices
+from rljax_offline.learners.core import (
+    DataParallel,
+    Learner,
+    Loss,
+    init_state,
+    make_update,
+    select_devices,
+)
 from rljax_offline.runners.env_runner import EnvRunner, record_expert
 
 S = 8
@@ -211,6 +219,31 @@ def test_streamed_sequences_train(stateless_data):
     first = algo.train()["learners"]["default_policy"]["policy_loss"]
     assert math.isfinite(first) and algo.state.step == 2
     algo.stop()
+
+
+def test_prev_action_and_reward_enter_both_pipelines(stateless_data):
+    """`lstm_use_prev_action` / `lstm_use_prev_reward`: the policy sees (x, theta), the
+    previous action one-hot and the previous reward, in training and in acting."""
+    data, _ = stateless_data
+    algo = recurrent_config(BCConfig, StatelessCartPole, data).rl_module(model_config={
+        "lstm_use_prev_action": True, "lstm_use_prev_reward": True}).build()
+    assert algo.learner.policy.obs_spec.shape == (2 + 2 + 1,)
+    result = algo.train()
+    assert math.isfinite(result["learners"]["default_policy"]["policy_loss"])
+    assert result["evaluation"]["env_runners"]["num_episodes"] == 1
+    algo.stop()
+
+
+def test_losses_must_give_one_value_per_timestep():
+    """The core's named error when a loss's per-example values do not match the mask."""
+    def loss(params, batch, rng):
+        return jnp.sum(params["w"] * batch["obs"], axis=(1, 2)), {}  # [B], not [B, T]
+
+    learner = Learner(init=lambda rng: {"w": jnp.ones(2)}, act=None, dist=None,
+                      losses=(Loss("default_optimizer", ("w",), loss, optax.sgd(0.1)),))
+    batch = {"obs": jnp.ones((3, 4, 2)), "loss_mask": jnp.ones((3, 4), bool)}
+    with pytest.raises(ValueError, match="one value per timestep"):
+        make_update(learner, axis_name=None)(init_state(learner), batch)
 
 
 def test_ppo_names_recurrent_policies_unsupported():

@@ -225,7 +225,8 @@ class Algorithm:
     def _columns(self, episodes: list[Episode], connector_state: Any, fit: bool,
                  params: Any = None, apply: Any = None, columns: tuple | None = None,
                  on_device: bool = False):
-        """The learner's columns of `episodes` (padding rows dropped; on the default device
+        """The learner's columns of `episodes` (padding rows dropped; for a recurrent policy
+        the rows are `max_seq_len` sequences, all-padding ones dropped; on the default device
         when `on_device`, else on the host), the connector state (fitted on `episodes` first
         when `fit`), and each episode's row count in row order (None where the pipeline's
         rows are not one block per episode). `params` reach the pieces through the context

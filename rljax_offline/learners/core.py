@@ -9,7 +9,8 @@ the algorithm has). The core does the rest, for all of them alike:
   params the earlier ones produced, as SAC-style learners do);
 * honest reductions: a loss is `sum(per_example * loss_mask) / global_sum(loss_mask)`, the sum
   of the mask `psum`med over devices, so padded rows never count and N devices compute exactly
-  the one-device update (up to float summation order) with no device-count scaling;
+  the one-device update (up to float summation order) with no device-count scaling; for
+  sequence rows (recurrent policies) the mask is `[B, T]` and the mean runs over timesteps;
 * Polyak target updates (`targets`, `tau`, `target_update_period`);
 * per-example RNG keys sliced like the batch, so randomness does not depend on the sharding.
 
