@@ -1,25 +1,19 @@
 """Recurrent policies (LSTM, GRU) with RLlib's model-config keys: shapes and state layout,
-sequences vs. step-by-step acting, and (slow) BC on StatelessCartPole where memory matters."""
+sequences vs. step-by-step acting. Training them (every algorithm, and BC on StatelessCartPole
+where memory matters) is in test_recurrent_algorithms.py."""
 
 import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from bc_testlib import learner_batch, train_bc
+from bc_testlib import learner_batch
 
 from rljax_offline.connectors import (
     Spaces,
-    default_env_to_module,
     default_learner,
-    default_module_to_env,
 )
-from rljax_offline.envs import StatelessCartPole
-from rljax_offline.episode_builder import EpisodeBuilder
-from rljax_offline.experts import cartpole_expert
 from rljax_offline.models.policy import MODEL_CONFIG_DEFAULTS, make_policy
-from rljax_offline.runners.acting import ConnectorPolicy
-from rljax_offline.runners.env_runner import EnvRunner
 
 OBS = gym.spaces.Box(-1, 1, (3,), np.float32)
 ACT = gym.spaces.Discrete(2)
@@ -84,59 +78,3 @@ def test_learner_batch_trains_a_recurrent_policy_with_masked_losses():
     assert out.shape == (*batch["actions"].shape, 3)
     assert batch["loss_mask"].shape == batch["actions"].shape
     np.testing.assert_array_equal(np.asarray(batch["loss_mask"]).sum(1), batch["seq_lens"])
-
-
-def _record_stateless_expert(num_episodes: int, seed: int):
-    """Expert episodes on StatelessCartPole: the expert sees the full state, the episodes
-    record only what the policy will see (x, theta)."""
-    env = StatelessCartPole()
-    episodes = []
-    for i in range(num_episodes):
-        obs, _ = env.reset(seed=seed + i)
-        b = EpisodeBuilder(observation_space=env.observation_space,
-                           action_space=env.action_space)
-        b.add_env_reset(obs)
-        done = False
-        while not done:
-            action = int(cartpole_expert(env.last_full_observation[None])[0])
-            obs, reward, term, trunc, _ = env.step(action)
-            b.add_env_step(obs, action, float(reward), terminated=term, truncated=trunc)
-            done = term or trunc
-        episodes.append(b.finalize())
-    return episodes
-
-
-def _mean_return(policy, params, spaces, env_to_module, episodes=4):
-    acting = ConnectorPolicy(policy, params, spaces, env_to_module,
-                             env_to_module.init(spaces), default_module_to_env(spaces))
-    runner = EnvRunner(lambda cfg: StatelessCartPole(), acting, num_envs=episodes, seed=100)
-    done = list(runner.episodes(num_episodes=episodes))
-    if policy.is_stateful:  # state_out recorded per step, as RLlib's module-to-env does
-        assert all(ep.get_extra_model_outputs("state_out")["h"].shape == (len(ep), 32)
-                   for ep in done)
-    return float(np.mean([ep.get_return() for ep in done]))
-
-
-@pytest.mark.slow
-def test_lstm_beats_mlp_on_stateless_cartpole_with_bc():
-    """The velocities are masked: an MLP trained by BC on the expert's data cannot tell which
-    way the pole moves; an LSTM can, and balances far longer."""
-    episodes = _record_stateless_expert(10, seed=0)
-    env = StatelessCartPole()
-    spaces = Spaces.of(env.observation_space, env.action_space)
-    S = 16
-    lstm = make_policy(spaces.observation, spaces.action, (32,), use_lstm=True,
-                       lstm_cell_size=32, max_seq_len=S)
-    batch = learner_batch(default_learner(spaces, max_seq_len=S,
-                                          initial_state=lstm.initial_state()), spaces, episodes)
-    params, losses = train_bc(lstm, batch, steps=1000, minibatch=64)
-    assert losses[-20:].mean() < 0.5 * losses[:5].mean()
-    lstm_return = _mean_return(lstm, params, spaces, default_env_to_module(
-        spaces, max_seq_len=S, initial_state=lstm.initial_state()))
-
-    mlp = make_policy(spaces.observation, spaces.action, (32, 32))
-    batch = learner_batch(default_learner(spaces), spaces, episodes)
-    params, _ = train_bc(mlp, batch, steps=1000, minibatch=1024)
-    mlp_return = _mean_return(mlp, params, spaces, default_env_to_module(spaces))
-    print(f"StatelessCartPole BC mean return: LSTM {lstm_return:.1f}, MLP {mlp_return:.1f}")
-    assert lstm_return > 100 and lstm_return > 3 * mlp_return, (lstm_return, mlp_return)

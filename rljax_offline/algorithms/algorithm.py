@@ -12,6 +12,14 @@ policy in the env; `save()`/`restore()` checkpoint the whole `TrainState` (every
 target copies, each optimizer state, RNG, connector state) and `Algorithm.from_checkpoint`
 rebuilds any registered algorithm from its folder; resume is exact.
 
+Recurrent policies (`model_config` with `use_lstm` or `use_gru`): the learner pipeline ends
+with RLlib's `AddStatesFromEpisodesToBatch` and `AddTimeDimToBatchAndZeroPad` (`state_in` of
+each `max_seq_len` sequence, zero padding, `seq_lens`, a `[T]` `loss_mask` per sequence), the
+rows kept on the devices (or streamed) are those sequences, and each update samples
+`train_batch_size_per_learner / max_seq_len` of them (rounded to a multiple of the device
+count), about `train_batch_size_per_learner` timesteps, as RLlib does. Acting carries the
+state from step to step (`state_out` recorded per step, the next step's `state_in`).
+
 Data: by default (RLlib's `materialize_data` or `materialize_mapped_data` True) the episodes
 are read once, turned into learner columns by the learner connector pipeline (jitted, over
 length-bucketed `EpisodeBatch`es) and kept on the devices; network-dependent columns (MARWIL's
@@ -44,8 +52,10 @@ from rljax_offline.connectors import (
     default_env_to_module,
     default_learner,
     default_module_to_env,
+    model_connectors,
     pipeline,
 )
+from rljax_offline.connectors.common import add_states, add_time_dim
 from rljax_offline.episode import Episode
 from rljax_offline.learners import checkpoint as ckpt
 from rljax_offline.learners.core import (
@@ -99,11 +109,15 @@ class _PolicyView:
 
     def __init__(self, learner: Learner):
         self.apply, self.dist = learner.act, learner.dist
-        policy = learner.policy
-        self.is_stateful = bool(policy is not None and policy.is_stateful)
+        policy, name = learner.policy, learner.policy_network
+        self.is_stateful = _is_stateful(learner)
         if self.is_stateful:
             self.initial_state = policy.initial_state
-            self.forward = lambda params, batch: policy.forward(params["policy"], batch)
+            self.forward = lambda params, batch: policy.forward(params[name], batch)
+
+
+def _is_stateful(learner: Learner) -> bool:
+    return bool(learner.policy is not None and learner.policy.is_stateful)
 
 
 class Algorithm:
@@ -120,22 +134,36 @@ class Algorithm:
         self._obs_space, self._act_space = obs_space, act_space
         config.check_spaces(self.spaces.observation, self.spaces.action)
         custom = list(config.learner_connector(self.spaces)) if config.learner_connector else []
+        # lstm_use_prev_action / _reward: stateless pieces after the user's, in both pipelines
+        model = model_connectors(config.model_config or {})
         base = default_learner(
-            self.spaces, *custom,
+            self.spaces, *custom, *model,
             add_default_connectors=config.add_default_connectors_to_learner_pipeline)
         out = base.out_spaces(self.spaces)
         self.learner: Learner = config.make_learner(out.observation, out.action)
-        self.learner_connector = pipeline(base, *self.learner.learner_connector)
+        self.is_stateful = _is_stateful(self.learner)
+        sequences, seq_kwargs = (), {}
+        if self.is_stateful:
+            policy = self.learner.policy
+            seq_kwargs = dict(max_seq_len=policy.max_seq_len,
+                              initial_state=policy.initial_state())
+            sequences = (add_states(**seq_kwargs), add_time_dim(policy.max_seq_len),
+                         *self.learner.sequence_connector)
+            self.learner = self.learner._replace(columns=tuple(dict.fromkeys(
+                (*self.learner.columns, "state_in", "seq_lens", "loss_mask"))))
+        self.learner_connector = pipeline(base, *self.learner.learner_connector, *sequences)
         e2m_custom = (list(config.env_to_module_connector(self.spaces))
                       if config.env_to_module_connector else custom)
         self._n_shared = len(custom) if config.env_to_module_connector is None else 0
         self.env_to_module_connector = default_env_to_module(
-            self.spaces, *e2m_custom,
-            add_default_connectors=config.add_default_connectors_to_env_to_module_pipeline)
+            self.spaces, *e2m_custom, *model,
+            add_default_connectors=config.add_default_connectors_to_env_to_module_pipeline,
+            **seq_kwargs)
         self.module_to_env_connector = default_module_to_env(
             self.spaces, distribution=self.learner.dist)
         self.devices = select_devices(config.num_devices)
-        self.dp = DataParallel(self.learner, self.devices, config.train_batch_size_per_learner,
+        self.rows_per_update = self._rows_per_update()
+        self.dp = DataParallel(self.learner, self.devices, self.rows_per_update,
                                mode=config.update_mode)
         self.state: TrainState = self.dp.put_replicated(init_state(
             self.learner, config.seed, connector_state=self.learner_connector.init(self.spaces)))
@@ -157,6 +185,25 @@ class Algorithm:
     def algo_name(self) -> str:
         return self.config.algo_name
 
+    def _rows_per_update(self) -> int:
+        """Rows of one update: `train_batch_size_per_learner` timesteps, or for a recurrent
+        policy that many timesteps in sequences of `max_seq_len` (RLlib's batch of
+        sequences), rounded to a multiple of the device count."""
+        size = self.config.train_batch_size_per_learner
+        if not self.is_stateful:
+            return size
+        n = len(self.devices)
+        seqs = size / self.learner.policy.max_seq_len
+        return max(n, int(round(seqs / n)) * n)
+
+    @property
+    def timesteps_per_update(self) -> int:
+        """Timesteps one update trains on (for a recurrent policy: sequences times
+        `max_seq_len`, zero padding included)."""
+        if self.is_stateful:
+            return self.rows_per_update * self.learner.policy.max_seq_len
+        return self.rows_per_update
+
     # ------------------------------------------------------------------ data
 
     def _read_options(self) -> dict:
@@ -170,7 +217,8 @@ class Algorithm:
     def _columns(self, episodes: list[Episode], connector_state: Any, fit: bool,
                  params: Any = None, apply: Any = None, columns: tuple | None = None,
                  on_device: bool = False):
-        """The learner's columns of `episodes` (padding rows dropped; on the default device
+        """The learner's columns of `episodes` (padding rows dropped; for a recurrent policy
+        the rows are `max_seq_len` sequences, all-padding ones dropped; on the default device
         when `on_device`, else on the host), the connector state (fitted on `episodes` first
         when `fit`), and each episode's row count in row order (None where the pipeline's
         rows are not one block per episode). `params` reach the pieces through the context
@@ -198,7 +246,9 @@ class Algorithm:
             if missing:
                 raise KeyError(f"the {self.algo_name} learner reads columns {missing} that the "
                                f"learner pipeline does not make; it makes {sorted(batch)}")
-            keep = np.asarray(batch["loss_mask"])
+            # rows: the valid timesteps, or for a recurrent policy the sequences with steps
+            keep = np.asarray(batch["seq_lens"] > 0 if "seq_lens" in batch
+                              else batch["loss_mask"])
             rows = np.flatnonzero(keep)
             if lengths is not None and keep.size % pad == 0:
                 per_episode = keep.reshape(pad, -1).sum(axis=1)[:len(group)]
@@ -273,7 +323,8 @@ class Algorithm:
                 raise ConfigError("sample_unit='episodes' needs one block of rows per episode "
                                   "from the learner pipeline (not a time-dim layout)")
             self._data = self.dp.put_data(cols, lengths)
-            self.num_timesteps = self._data.num_rows
+            self.num_timesteps = (int(np.sum(cols["seq_lens"])) if self.is_stateful
+                                  else self._data.num_rows)
             self.num_episodes = self._data.num_episodes or len(episodes)
         else:
             start = self._resume_cursor or StreamCursor(
@@ -347,7 +398,7 @@ class Algorithm:
                  if np.ndim(v) == 0}
         update_s = time.perf_counter() - t_upd
         self.iteration += 1
-        steps = n * self.config.train_batch_size_per_learner
+        steps = n * self.timesteps_per_update
         learner = {**metrics, **extra, "num_module_steps_trained": steps,
                    "num_module_steps_trained_lifetime": steps * self.iteration}
         result = {
@@ -423,6 +474,9 @@ class Algorithm:
         """Writes the greedy policy, pipelines inlined, as one graph (`rljax_offline.export`)."""
         from rljax_offline.export import PolicyParts, export_policy
 
+        if self.is_stateful:
+            raise NotImplementedError("export_policy: recurrent policies (use_lstm / use_gru) "
+                                      "cannot be exported yet; act with algo.actor()")
         return export_policy(PolicyParts(
             self.learner.act, self.learner.dist.greedy, jax.device_get(self.state.params),
             self.env_to_module_connector, self._e2m_state(), self.module_to_env_connector,

@@ -63,7 +63,8 @@ def add_observations(as_learner_connector: bool = False) -> Connector:
     return stateless(apply)
 
 
-def _num_seqs(T: int, S: int) -> int:
+def num_sequences(T: int, S: int) -> int:
+    """Sequences of `S` steps per episode row of a `T`-step batch (RLlib's count, >= 1)."""
     return max(1, -(-T // S))
 
 
@@ -86,7 +87,7 @@ def add_time_dim(max_seq_len: int, as_learner_connector: bool = True) -> Connect
             out = {k: v if k == "state_in" else jax.tree_util.tree_map(lambda x: x[:, None], v)
                    for k, v in batch.items()}
             return episodes, {**out, "seq_lens": jnp.ones(B, jnp.int32)}
-        K = _num_seqs(T, S)
+        K = num_sequences(T, S)
 
         def split(x):
             if x.shape[0] != B * T:  # not a timestep column (e.g. state_in): leave it
@@ -141,7 +142,7 @@ def add_states(max_seq_len: int | None = None, as_learner_connector: bool = True
     def apply(episodes, batch, ctx):
         L, T, B = episodes.len_lookback_buffer, episodes.max_len, episodes.batch_size
         if as_learner_connector:
-            K = _num_seqs(T, max_seq_len)
+            K = num_sequences(T, max_seq_len)
             prev = jnp.broadcast_to(jnp.arange(K)[None, :] * max_seq_len - 1, (B, K))
             fresh = (jnp.arange(K)[None, :] == 0) & (episodes.t_started[:, None] == 0)
         else:

@@ -20,6 +20,7 @@ from rljax_offline.models.networks import (
     ensemble,
 )
 from rljax_offline.models.policy import Policy, make_policy
+from rljax_offline.models.recurrent import step_rows
 
 
 def actor(obs_spec: Any, act_spec: Any, model_config: dict, *, squashed: bool = True
@@ -42,7 +43,8 @@ def check_bounded(act_spec: sp.BoxSpec, what: str) -> None:
 
 def q_ensemble(obs_spec: Any, act_spec: Any, model_config: dict, twin_q: bool) -> Network:
     """One or two independent Q networks applied together: `apply(params, obs[, actions])
-    -> [k, N]` (Box: Q(s, a)) or `[k, N, n]` (Discrete: Q(s, .))."""
+    -> [k, N]` (Box: Q(s, a)) or `[k, N, n]` (Discrete: Q(s, .)); `steps` / `head` the same
+    for learner batches, recurrent ones included (`models.networks`)."""
     q = (discrete_q_network(obs_spec, act_spec, model_config)
          if isinstance(act_spec, sp.DiscreteSpec)
          else continuous_q_network(obs_spec, act_spec, model_config))
@@ -59,7 +61,7 @@ def take_action(q_all: jax.Array, actions: jax.Array) -> jax.Array:
 def not_terminal(batch: dict) -> jax.Array:
     """1 where the next observation continues the episode (bootstrapping allowed), 0 after a
     terminal step; truncated steps still bootstrap (RLlib's `terminateds`)."""
-    return 1.0 - batch["terminateds"].astype(jnp.float32)
+    return 1.0 - step_rows(batch, "terminateds").astype(jnp.float32)
 
 
 def target_entropy(target: float | str | None, act_spec: sp.BoxSpec) -> float:

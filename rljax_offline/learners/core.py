@@ -9,7 +9,8 @@ the algorithm has). The core does the rest, for all of them alike:
   params the earlier ones produced, as SAC-style learners do);
 * honest reductions: a loss is `sum(per_example * loss_mask) / global_sum(loss_mask)`, the sum
   of the mask `psum`med over devices, so padded rows never count and N devices compute exactly
-  the one-device update (up to float summation order) with no device-count scaling;
+  the one-device update (up to float summation order) with no device-count scaling; for
+  sequence rows (recurrent policies) the mask is `[B, T]` and the mean runs over timesteps;
 * Polyak target updates (`targets`, `tau`, `target_update_period`);
 * per-example RNG keys sliced like the batch, so randomness does not depend on the sharding.
 
@@ -72,7 +73,9 @@ class Loss(NamedTuple):
 
     `params` is the full dict (targets included); gradients flow only into `networks`.
     `metrics` values are per-example `[N]` arrays (reduced like the loss) or device-invariant
-    scalars. `rng` holds one key per example, `[N, 2]`. `every`: the optimizer steps only on
+    scalars. `rng` holds one key per example, `[N, 2]`. Sequence batches (recurrent
+    policies: `loss_mask` `[B, T]`) have one example per timestep: values `[B, T]` or `[B * T]`,
+    keys `[B, T, 2]`. `every`: the optimizer steps only on
     updates whose count is a multiple of it (TD3's delayed policy updates); in between its
     networks and optimizer state are left exactly as they are."""
 
@@ -98,8 +101,12 @@ class Learner(NamedTuple):
       extra_init: the initial `TrainState.extra`.
       columns: the learner-pipeline columns the losses read (kept when data is materialized).
       learner_connector: pieces the algorithm appends to the default learner pipeline.
-      policy: the `models.policy.Policy` that `act` runs on `params["policy"]`, where the
-        algorithm acts through one (acting needs it for recurrent policies' state).
+      policy: the `models.policy.Policy` that `act` runs on `params[policy_network]`, where
+        the algorithm acts through one (acting needs it for recurrent policies' state; a
+        recurrent one makes the data sequences, its `state_in` rides in the batch).
+      policy_network: the params entry `policy` runs on (`"q"` for a Q-greedy policy).
+      sequence_connector: pieces appended after the time dimension is added (recurrent
+        policies only; columns per sequence, e.g. MARWIL's bootstrap window).
     """
 
     init: Callable
@@ -114,6 +121,8 @@ class Learner(NamedTuple):
     columns: tuple = ("obs", "actions")
     learner_connector: tuple = ()
     policy: Any = None
+    policy_network: str = "policy"
+    sequence_connector: tuple = ()
 
 
 # ---------------------------------------------------------------------- reductions
@@ -219,15 +228,34 @@ def _subset(params: dict, names: tuple) -> dict:
     return {n: params[n] for n in names}
 
 
-def _reduce_metrics(metrics: dict, mask: jax.Array, n: int) -> dict:
+def _reduce_metrics(metrics: dict, mask: jax.Array) -> dict:
     out = {}
     for k, v in metrics.items():
         v = jnp.asarray(v)
-        if v.shape == (n,):
+        if v.shape in (mask.shape, (mask.size,)):
             v = v if jnp.issubdtype(v.dtype, jnp.floating) else v.astype(jnp.float32)
-            v = global_mean(v, mask)
+            v = global_mean(v.reshape(mask.shape), mask)
         out[k] = v
     return out
+
+
+def _per_step(loss_name: str, per_example: jax.Array, mask: jax.Array) -> jax.Array:
+    """A loss's per-example values shaped like the mask: `[N]` for flat rows; for sequence
+    rows (mask `[B, T]`) either `[B, T]` or the same steps flattened, `[B * T]`."""
+    if per_example.size != mask.size:
+        raise ValueError(f"loss {loss_name!r} returned per-example values of shape "
+                         f"{per_example.shape}; the batch's loss_mask is {mask.shape} (one "
+                         "value per timestep, flat or [B, T])")
+    return per_example.reshape(mask.shape)
+
+
+def _step_keys(keys: jax.Array, mask: jax.Array) -> jax.Array:
+    """Per-row keys `[B, 2]` -> one key per timestep, `mask.shape + (2,)` (`[B, T, 2]` for
+    sequence rows: the row's key folded with t)."""
+    if mask.ndim == 1:
+        return keys
+    ts = jnp.arange(mask.shape[1])
+    return jax.vmap(lambda k: jax.vmap(lambda t: jax.random.fold_in(k, t))(ts))(keys)
 
 
 def make_update(learner: Learner, *, axis_name: str | None = AXIS, grads_summed: bool = True):
@@ -249,19 +277,19 @@ def make_update(learner: Learner, *, axis_name: str | None = AXIS, grads_summed:
             mask = batch.get("loss_mask")
             mask = jnp.ones(n, jnp.float32) if mask is None else mask.astype(jnp.float32)
             batch = {**batch, "loss_mask": mask}
+            example_keys = _step_keys(example_keys, mask)
+            fold = jnp.vectorize(jax.random.fold_in, signature="(k),()->(k)")
             params, extra = state.params, state.extra
             if learner.prepare is not None:
-                batch, extra = learner.prepare(params, extra, batch,
-                                               jax.vmap(lambda k: jax.random.fold_in(k, 0))(
-                                                   example_keys))
+                batch, extra = learner.prepare(params, extra, batch, fold(example_keys, 0))
             weight = jnp.maximum(axis.psum(mask.sum()), 1.0)
             opt_states, metrics = dict(state.opt_states), {}
             for i, loss in enumerate(learner.losses):
-                keys = jax.vmap(lambda k, i=i: jax.random.fold_in(k, i + 1))(example_keys)
+                keys = fold(example_keys, i + 1)
 
                 def objective(sub, loss=loss, keys=keys, params=params):
                     per_example, aux = loss.fn({**params, **sub}, batch, keys)
-                    return jnp.sum(per_example * mask) / weight, aux
+                    return jnp.sum(_per_step(loss.name, per_example, mask) * mask) / weight, aux
 
                 sub = _subset(params, loss.networks)
                 (_, aux), grads = jax.value_and_grad(objective, has_aux=True)(sub)
@@ -276,7 +304,7 @@ def make_update(learner: Learner, *, axis_name: str | None = AXIS, grads_summed:
                     opt_state = keep(opt_state, opt_states[loss.name])
                 opt_states[loss.name] = opt_state
                 params = {**params, **new_sub}
-                metrics.update(_reduce_metrics(aux, mask, n))
+                metrics.update(_reduce_metrics(aux, mask))
                 metrics[f"gradients_{loss.name}_global_norm"] = optax.tree.norm(grads)
             step = state.step + 1
             if learner.targets:

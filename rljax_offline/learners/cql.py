@@ -18,6 +18,14 @@ copies; the policy is greedy in Q (`act` returns the Q values as logits).
 
 Optimizer groups (RLlib's names): `qf` (critic, with `alpha_prime` when Lagrangian), `policy`,
 `alpha`; Discrete has `qf` alone.
+
+Recurrent (`use_lstm` / `use_gru`): the actor is recurrent and so are the Q networks (same
+model config, each its own encoder and cell; the action enters Q's head, so Q of the sampled
+actions costs no extra unroll). The actor unrolls from the batch's `state_in`, the Q networks
+and their targets from their initial state at each sequence; the TD target's `s'` is the next
+step of the same unroll (`recurrent.step_outputs`), the last step's being the recorded next
+observation. Discrete CQL acts greedily in Q, so there the Q ensemble is the recurrent policy:
+it unrolls from `state_in` (`[B, k, cell]`), target included.
 """
 
 from __future__ import annotations
@@ -55,6 +63,9 @@ from rljax_offline.learners.actor_critic import (
 from rljax_offline.learners.core import Learner, Loss, per_example_uniform
 from rljax_offline.learners.marwil import make_optimizer
 from rljax_offline.models.distributions import action_scaler, categorical
+from rljax_offline.models.networks import Network
+from rljax_offline.models.policy import Policy, check_model_config, is_recurrent, recurrent_cell
+from rljax_offline.models.recurrent import step_rows
 
 ALPHA_PRIME_MAX = 1e6
 DISCRETE_TARGET_UPDATE_FREQ = 1000
@@ -203,61 +214,64 @@ def _continuous_learner(cfg: CQLConfig, obs_spec, act_spec) -> Learner:
         return {**batch, "bc_phase": in_bc}, {**extra,
                                               "num_actor_updates": extra["num_actor_updates"] + 1}
 
-    def q_of_many(q_params, obs, actions, n):
-        """Q of `n` actions per state: actions `[N * n, ...]` -> `[k, N, n]`."""
-        values = q.apply(q_params, repeat_rows(obs, n), actions)
+    def q_of_many(q_params, feats, actions, n):
+        """Q of `n` actions per state from features `[k, N, F]`: actions `[N * n, ...]` ->
+        `[k, N, n]`."""
+        values = q.head(q_params, jnp.repeat(feats, n, axis=1), actions)
         return values.reshape(values.shape[0], -1, n)
 
     def critic_loss(params, batch, rng):
-        obs, new_obs = batch["obs"], batch["new_obs"]
-        n = obs.shape[0]
-        keys = split_keys(rng, 3 * m + 1)
+        keys = split_keys(rng.reshape(-1, 2), 3 * m + 1)
         alpha = jnp.exp(params["log_alpha"])
         # TD target from the target networks and a fresh policy action at s'.
-        next_inputs = policy.apply(params["policy"], new_obs)
+        inputs, next_inputs = policy.steps(params["policy"], batch, with_next=True)
+        n = inputs.shape[0]
         next_a, next_logp = sample_per_example(dist, next_inputs, keys[:, 0])
-        next_q = jnp.min(q.apply(params["target_q"], new_obs, next_a), axis=0)
+        _, target_next = q.steps(params["target_q"], batch, with_next=True)
+        next_q = jnp.min(q.head(params["target_q"], target_next, next_a), axis=0)
         if not deterministic:
             next_q = next_q - alpha * next_logp
-        y = jax.lax.stop_gradient(batch["rewards"] + gamma * not_terminal(batch) * next_q)
-        q_data = q.apply(params["q"], obs, batch["actions"])  # [k, N]
+        y = jax.lax.stop_gradient(step_rows(batch, "rewards")
+                                  + gamma * not_terminal(batch) * next_q)
+        feats, _ = q.steps(params["q"], batch)
+        q_data = q.head(params["q"], feats, step_rows(batch, "actions"))  # [k, N]
         td = jnp.sum((q_data - y) ** 2, axis=0)
         # CQL(H): logsumexp over random actions and policy actions at s and s'.
         rand_u = per_example_uniform(keys[:, 1:1 + m].reshape(-1, 2), (dim,), -1.0, 1.0)
         rand_a = from_unit(rand_u).reshape(n * m, *act_spec.shape)
         pi_a, pi_logp = sample_per_example(
-            dist, repeat_rows(policy.apply(params["policy"], obs), m),
-            keys[:, 1 + m:1 + 2 * m].reshape(-1, 2))
+            dist, repeat_rows(inputs, m), keys[:, 1 + m:1 + 2 * m].reshape(-1, 2))
         nx_a, nx_logp = sample_per_example(
             dist, repeat_rows(next_inputs, m), keys[:, 1 + 2 * m:].reshape(-1, 2))
         cat = jnp.concatenate([
-            q_of_many(params["q"], obs, rand_a, m) - log_uniform,
-            q_of_many(params["q"], obs, pi_a, m) - pi_logp.reshape(n, m),
-            q_of_many(params["q"], obs, nx_a, m) - nx_logp.reshape(n, m)], axis=-1)
+            q_of_many(params["q"], feats, rand_a, m) - log_uniform,
+            q_of_many(params["q"], feats, pi_a, m) - pi_logp.reshape(n, m),
+            q_of_many(params["q"], feats, nx_a, m) - nx_logp.reshape(n, m)], axis=-1)
         gap = temp * jax.nn.logsumexp(cat / temp, axis=-1) - q_data  # [k, N]
         metrics = {"qf_mean": q_data.mean(0), "td_target_mean": y}
         total = conservative_total(td, weight * gap, params, cfg, metrics)
         return total, metrics
 
     def actor_loss(params, batch, rng):
-        inputs = policy.apply(params["policy"], batch["obs"])
-        a, logp = sample_per_example(dist, inputs, rng)
+        inputs, _ = policy.steps(params["policy"], batch)
+        a, logp = sample_per_example(dist, inputs, rng.reshape(-1, 2))
         alpha = jax.lax.stop_gradient(jnp.exp(params["log_alpha"]))
-        q_pi = jnp.min(q.apply(params["q"], batch["obs"], a), axis=0)
+        q_pi = jnp.min(q.head(params["q"], q.steps(params["q"], batch)[0], a), axis=0)
         sac = alpha * logp - q_pi
-        bc = alpha * logp - dist.logp(inputs, batch["actions"])
+        bc = alpha * logp - dist.logp(inputs, step_rows(batch, "actions"))
         loss = batch["bc_phase"] * bc + (1.0 - batch["bc_phase"]) * sac
         return loss, {"policy_loss": loss, "logp": logp, "bc_phase": batch["bc_phase"]}
 
     def alpha_loss(params, batch, rng):
-        inputs = policy.apply(params["policy"], batch["obs"])
-        _, logp = sample_per_example(dist, inputs, rng)
+        inputs, _ = policy.steps(params["policy"], batch)
+        _, logp = sample_per_example(dist, inputs, rng.reshape(-1, 2))
         loss = -params["log_alpha"] * jax.lax.stop_gradient(logp + entropy_target)
         return loss, {"alpha_loss": loss, "alpha_value": jnp.exp(params["log_alpha"])}
 
     critic_nets = ("q", "log_alpha_prime") if cfg.lagrangian else ("q",)
     return Learner(
         init=init, act=lambda params, obs: policy.apply(params["policy"], obs), dist=dist,
+        policy=policy,
         losses=(Loss("qf", critic_nets, critic_loss, make_optimizer(cfg.critic_lr,
                                                                       cfg.grad_clip)),
                 Loss("policy", ("policy",), actor_loss, make_optimizer(cfg.actor_lr,
@@ -277,13 +291,16 @@ def _discrete_learner(cfg: CQLConfig, obs_spec, act_spec) -> Learner:
         return _critic_params(cfg, {"q": q.init(rng)})
 
     def loss(params, batch, rng):
-        q_all = q.apply(params["q"], batch["obs"])  # [k, N, n]
-        q_data = take_action(q_all, batch["actions"])  # [k, N]
+        state_in = batch.get("state_in")  # recurrent: the Q ensemble is the acting policy
+        feats, next_feats = q.steps(params["q"], batch, with_next=True, state_in=state_in)
+        q_all = q.head(params["q"], feats)  # [k, N, n]
+        q_data = take_action(q_all, step_rows(batch, "actions"))  # [k, N]
         # Double DQN: the online networks choose the next action, the targets value it.
-        next_a = jnp.argmax(jnp.mean(q.apply(params["q"], batch["new_obs"]), axis=0), axis=-1)
-        next_q = jnp.min(take_action(q.apply(params["target_q"], batch["new_obs"]), next_a),
-                         axis=0)
-        y = jax.lax.stop_gradient(batch["rewards"] + gamma * not_terminal(batch) * next_q)
+        next_a = jnp.argmax(jnp.mean(q.head(params["q"], next_feats), axis=0), axis=-1)
+        _, target_next = q.steps(params["target_q"], batch, with_next=True, state_in=state_in)
+        next_q = jnp.min(take_action(q.head(params["target_q"], target_next), next_a), axis=0)
+        y = jax.lax.stop_gradient(step_rows(batch, "rewards")
+                                  + gamma * not_terminal(batch) * next_q)
         td = jnp.sum(huber(q_data - y), axis=0)
         gap = temp * jax.nn.logsumexp(q_all / temp, axis=-1) - q_data
         metrics = {"qf_mean": q_data.mean(0), "td_target_mean": y}
@@ -292,9 +309,30 @@ def _discrete_learner(cfg: CQLConfig, obs_spec, act_spec) -> Learner:
 
     period = cfg.target_network_update_freq or DISCRETE_TARGET_UPDATE_FREQ
     nets = ("q", "log_alpha_prime") if cfg.lagrangian else ("q",)
+    mc = check_model_config(dict(cfg.model_config))
+    greedy = _q_greedy_policy(q, obs_spec, act_spec, recurrent_cell(mc)[2]) if is_recurrent(
+        mc) else None
     return Learner(
         init=init, act=lambda params, obs: jnp.mean(q.apply(params["q"], obs), axis=0),
-        dist=categorical(act_spec.n),
+        dist=categorical(act_spec.n), policy=greedy, policy_network="q",
         losses=(Loss("qf", nets, loss, make_optimizer(cfg.critic_lr, cfg.grad_clip)),),
         targets={"target_q": "q"}, tau=1.0, target_update_period=period,
         columns=("obs", "actions", "rewards", "new_obs", "terminateds"))
+
+
+def _q_greedy_policy(q: Network, obs_spec, act_spec, max_seq_len: int) -> Policy:
+    """A recurrent Q ensemble as the policy that acts (greedy in the mean Q over the
+    ensemble, the Q values as categorical logits), on `params["q"]`."""
+
+    def forward(params, seq):
+        feats, state = q.forward(params, seq)  # [k, B, T, F], state [B, k, ...]
+        k, B, T = feats.shape[:3]
+        values = jnp.mean(q.head(params, feats.reshape(k, B * T, -1)), axis=0)
+        return values.reshape(B, T, -1), state
+
+    def apply(params, obs):
+        raise TypeError("a recurrent Q policy needs a state: call forward(params, batch)")
+
+    return Policy(init=q.init, apply=apply, dist=categorical(act_spec.n), obs_spec=obs_spec,
+                  act_spec=act_spec, forward=forward, initial_state=q.initial_state,
+                  max_seq_len=max_seq_len)

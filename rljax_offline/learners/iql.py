@@ -13,6 +13,11 @@ Box actions use the tanh-squashed Gaussian actor of RLlib's IQL module (`squashe
 `actor_squashed` gives d3rlpy's plain Gaussian); Discrete actions a categorical policy over the
 Q networks' per-action outputs. Target Q networks follow `tau` every
 `target_network_update_freq` updates (RLlib's defaults: tau=1.0, every update).
+
+Recurrent (`use_lstm` / `use_gru`): actor, Q networks and value network are all recurrent with
+the same model config, each its own encoder and cell. The actor unrolls from the batch's
+`state_in`, Q, its target and V from their initial state at each sequence; `V(s')` in the
+critic's target is the next step of V's unroll over the sequence (`recurrent.step_outputs`).
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from rljax_offline.learners.actor_critic import (
 from rljax_offline.learners.core import Learner, Loss
 from rljax_offline.learners.marwil import make_optimizer
 from rljax_offline.models.networks import value_network
+from rljax_offline.models.recurrent import step_rows
 
 MAX_ADVANTAGE_WEIGHT = 100.0
 
@@ -107,9 +113,14 @@ class IQLConfig(AlgorithmConfig):
         twin_weight = 0.5 if self.twin_q else 1.0
 
         def q_data(q_params, batch):
+            feats, actions = q.steps(q_params, batch)[0], step_rows(batch, "actions")
             if discrete:
-                return take_action(q.apply(q_params, batch["obs"]), batch["actions"])
-            return q.apply(q_params, batch["obs"], batch["actions"])
+                return take_action(q.head(q_params, feats), actions)
+            return q.head(q_params, feats, actions)
+
+        def values(params, batch, with_next=False):
+            feats, next_feats = value.steps(params["value"], batch, with_next=with_next)
+            return value.head(params["value"], next_feats if with_next else feats)
 
         def target_q(params, batch):
             return jax.lax.stop_gradient(jnp.min(q_data(params["target_q"], batch), axis=0))
@@ -119,30 +130,30 @@ class IQLConfig(AlgorithmConfig):
             return {"policy": policy.init(k1), "q": q.init(k2), "value": value.init(k3)}
 
         def value_loss(params, batch, rng):
-            v = value.apply(params["value"], batch["obs"])
+            v = values(params, batch)
             loss = expectile_loss(target_q(params, batch) - v, expectile)
             return loss, {"vf_loss": loss, "vf_mean": v}
 
         def actor_loss(params, batch, rng):
-            adv = target_q(params, batch) - jax.lax.stop_gradient(
-                value.apply(params["value"], batch["obs"]))
+            adv = target_q(params, batch) - jax.lax.stop_gradient(values(params, batch))
             weight = jnp.minimum(jnp.exp(beta * adv), MAX_ADVANTAGE_WEIGHT)
-            logp = policy.dist.logp(policy.dist_inputs(params["policy"], batch),
-                                    batch["actions"])
+            logp = policy.dist.logp(policy.steps(params["policy"], batch)[0],
+                                    step_rows(batch, "actions"))
             loss = -weight * logp
             return loss, {"policy_loss": loss, "advantage_mean": adv,
                           "advantage_weight_mean": weight}
 
         def critic_loss(params, batch, rng):
-            next_v = value.apply(params["value"], batch["new_obs"])
-            y = jax.lax.stop_gradient(batch["rewards"] + gamma * not_terminal(batch) * next_v)
+            next_v = values(params, batch, with_next=True)
+            y = jax.lax.stop_gradient(step_rows(batch, "rewards")
+                                      + gamma * not_terminal(batch) * next_v)
             qs = q_data(params["q"], batch)
             loss = twin_weight * jnp.sum((qs - y) ** 2, axis=0)
             return loss, {"qf_loss": loss, "qf_mean": qs.mean(0)}
 
         return Learner(
             init=init, act=lambda params, obs: policy.apply(params["policy"], obs),
-            dist=policy.dist,
+            dist=policy.dist, policy=policy,
             losses=(Loss("value", ("value",), value_loss,
                          make_optimizer(self.value_lr, self.grad_clip)),
                     Loss("policy", ("policy",), actor_loss,

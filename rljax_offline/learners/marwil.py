@@ -14,6 +14,14 @@ the learner pipeline only adds what does not depend on the networks (`returns_to
 Loss (one optimizer over policy and value, RLlib's `default_optimizer`):
 `policy_loss + vf_coeff * vf_loss`, with `policy_loss = -w * logp(a|s)` and
 `vf_loss = 0.5 * (V(s) - value_target)**2`.
+
+Recurrent policies (`use_lstm` / `use_gru`): the value network is recurrent too, with the same
+model config (its own encoder and cell, as RLlib's separate actor and critic encoders); the
+policy unrolls from the batch's `state_in`, the value network from its initial state at each
+`max_seq_len` sequence. The bootstrap value of a cut episode is `V` unrolled from its initial
+state over the episode's last `max_seq_len` observations, the final one included (the history
+any state of the training sequences has at most), carried per sequence as `bootstrap_obs`
+`[S, ...]` with `bootstrap_seq_lens`.
 """
 
 from __future__ import annotations
@@ -33,11 +41,12 @@ from rljax_offline.algorithms.config import (
     positive_float,
     probability,
 )
-from rljax_offline.connectors.common import latest
+from rljax_offline.connectors.common import expand, latest, num_sequences
 from rljax_offline.connectors.core import Connector, stateless
 from rljax_offline.learners.core import Learner, Loss, global_mean
-from rljax_offline.models.networks import value_network
+from rljax_offline.models.networks import Network, value_network
 from rljax_offline.models.policy import make_policy
+from rljax_offline.models.recurrent import step_rows
 
 
 def make_optimizer(lr: float, grad_clip: float | None = None) -> optax.GradientTransformation:
@@ -47,11 +56,12 @@ def make_optimizer(lr: float, grad_clip: float | None = None) -> optax.GradientT
     return optax.chain(optax.clip_by_global_norm(grad_clip), adam) if grad_clip else adam
 
 
-def add_returns_to_go(gamma: float) -> Connector:
+def add_returns_to_go(gamma: float, bootstrap_obs: bool = True) -> Connector:
     """Learner piece: per step, the discounted return to the end of the recorded episode
     (`returns_to_go`), the discount `gamma**(steps left)` of the bootstrap value where the
     episode did not terminate (`bootstrap_discount`, 0 where it did), and the observation to
-    bootstrap from (`bootstrap_obs`, the episode's last). With `V` of that observation,
+    bootstrap from (`bootstrap_obs`, the episode's last; left out with `bootstrap_obs=False`,
+    where `add_bootstrap_window` gives it per sequence). With `V` of that observation,
     `returns_to_go + bootstrap_discount * V` is RLlib's GAE value target at `lambda_=1`."""
 
     def apply(episodes, batch, ctx):
@@ -68,17 +78,62 @@ def add_returns_to_go(gamma: float) -> Connector:
         left = episodes.lengths[:, None] - jnp.arange(T)[None, :]
         cont = (~episodes.terminated)[:, None] & mask
         discount = jnp.where(cont, jnp.power(gamma, left.astype(jnp.float32)), 0.0)
-        last = latest(episodes.observations, episodes)
-        boot = jax.tree_util.tree_map(
-            lambda x: jnp.broadcast_to(x[:, None], (x.shape[0], T, *x.shape[1:])), last)
         B = rewards.shape[0]
-        return episodes, {**batch,
-                          "returns_to_go": rtg.T.reshape(B * T),
-                          "bootstrap_discount": discount.reshape(B * T),
-                          "bootstrap_obs": jax.tree_util.tree_map(
-                              lambda x: x.reshape(B * T, *x.shape[2:]), boot)}
+        out = {"returns_to_go": rtg.T.reshape(B * T),
+               "bootstrap_discount": discount.reshape(B * T)}
+        if bootstrap_obs:
+            last = latest(episodes.observations, episodes)
+            out["bootstrap_obs"] = jax.tree_util.tree_map(
+                lambda x: jnp.broadcast_to(x[:, None], (B, T, *x.shape[1:])).reshape(
+                    B * T, *x.shape[1:]), last)
+        return episodes, {**batch, **out}
 
     return stateless(apply)
+
+
+def add_bootstrap_window(max_seq_len: int) -> Connector:
+    """Sequence piece (after the time dimension): per sequence of `max_seq_len` steps, the
+    last `max_seq_len` observations of its episode up to the final one (`bootstrap_obs`
+    `[B * K, S, ...]`, right zero-padded) and how many are real (`bootstrap_seq_lens`), so a
+    recurrent value network can value the final observation with a history."""
+    S = int(max_seq_len)
+
+    def apply(episodes, batch, ctx):
+        L, T = episodes.len_lookback_buffer, episodes.max_len
+        K = num_sequences(T, S)
+        count = jnp.minimum(episodes.lengths + 1, S)  # observations 0..length of the episode
+        cols = (L + episodes.lengths + 1 - count)[:, None] + jnp.arange(S)[None, :]
+        valid = jnp.arange(S)[None, :] < count[:, None]
+
+        def window(x):
+            picked = jnp.take_along_axis(x, expand(jnp.clip(cols, 0, x.shape[1] - 1), x),
+                                         axis=1)
+            picked = jnp.where(expand(valid, picked), picked, jnp.zeros((), picked.dtype))
+            return jnp.repeat(picked, K, axis=0)
+
+        return episodes, {**batch,
+                          "bootstrap_obs": jax.tree_util.tree_map(window,
+                                                                  episodes.observations),
+                          "bootstrap_seq_lens": jnp.repeat(count, K).astype(jnp.int32)}
+
+    return stateless(apply)
+
+
+def bootstrap_values(value: Network, params, batch: dict) -> jax.Array:
+    """`V(bootstrap_obs)` per step as rows `[N]`: a feed-forward `V` of the flat column; a
+    recurrent one unrolled from its initial state over each sequence's window
+    (`add_bootstrap_window`), its output at the window's last real step, for every step of
+    the sequence."""
+    if not value.is_stateful:
+        return value.apply(params, batch["bootstrap_obs"])
+    window, lens = batch["bootstrap_obs"], batch["bootstrap_seq_lens"]
+    B = lens.shape[0]
+    feats, _ = value.forward(params, {"obs": window, "state_in": value.initial_state(B),
+                                      "seq_lens": lens})
+    last = jnp.take_along_axis(feats, jnp.maximum(lens - 1, 0)[:, None, None], axis=1)[:, 0]
+    v = value.head(params, last)
+    T = batch["loss_mask"].shape[1]
+    return jnp.repeat(v, T)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,6 +169,7 @@ class MARWILConfig(AlgorithmConfig):
         if self.beta == 0.0:
             return _bc_learner(policy, optimizer, act, self.bc_logstd_coeff)
         value = value_network(obs_spec, self.model_config)
+        recurrent = policy.is_stateful
         beta, rate, vf_coeff = self.beta, self.moving_average_sqd_adv_norm_update_rate, \
             self.vf_coeff
         logstd_coeff = self.bc_logstd_coeff
@@ -122,11 +178,14 @@ class MARWILConfig(AlgorithmConfig):
             k1, k2 = jax.random.split(rng)
             return {"policy": policy.init(k1), "value": value.init(k2)}
 
+        def values(params, batch):
+            return value.head(params["value"], value.steps(params["value"], batch)[0])
+
         def prepare(params, extra, batch, rng):
-            mask = batch["loss_mask"]
-            targets = batch["returns_to_go"] + batch["bootstrap_discount"] * value.apply(
-                params["value"], batch["bootstrap_obs"])
-            adv = targets - value.apply(params["value"], batch["obs"])
+            mask = step_rows(batch, "loss_mask")
+            targets = step_rows(batch, "returns_to_go") + step_rows(
+                batch, "bootstrap_discount") * bootstrap_values(value, params["value"], batch)
+            adv = targets - values(params, batch)
             norm = extra["moving_avg_sqd_adv_norm"]
             norm = norm + rate * (global_mean(adv**2, mask) - norm)
             weights = jnp.exp(beta * adv / (1e-8 + jnp.sqrt(norm)))
@@ -135,11 +194,11 @@ class MARWILConfig(AlgorithmConfig):
             return batch, {**extra, "moving_avg_sqd_adv_norm": norm}
 
         def loss(params, batch, rng):
-            inputs = policy.dist_inputs(params["policy"], batch)
-            logp = policy.dist.logp(inputs, batch["actions"])
+            inputs, _ = policy.steps(params["policy"], batch)
+            logp = policy.dist.logp(inputs, step_rows(batch, "actions"))
             policy_loss = -batch["advantage_weights"] * logp - logstd_coeff * _log_std(
                 policy, inputs)
-            vf = value.apply(params["value"], batch["obs"])
+            vf = values(params, batch)
             vf_loss = 0.5 * (vf - batch["value_targets"]) ** 2
             total = policy_loss + vf_coeff * vf_loss
             return total, {"policy_loss": policy_loss, "vf_loss": vf_loss,
@@ -152,8 +211,12 @@ class MARWILConfig(AlgorithmConfig):
                        extra_init={"moving_avg_sqd_adv_norm": jnp.float32(
                            self.moving_average_sqd_adv_norm_start)},
                        columns=("obs", "actions", "returns_to_go", "bootstrap_discount",
-                                "bootstrap_obs"),
-                       learner_connector=(add_returns_to_go(self.gamma),))
+                                "bootstrap_obs") + (("bootstrap_seq_lens",) if recurrent
+                                                    else ()),
+                       learner_connector=(add_returns_to_go(self.gamma,
+                                                            bootstrap_obs=not recurrent),),
+                       sequence_connector=((add_bootstrap_window(policy.max_seq_len),)
+                                           if recurrent else ()))
 
 
 def _log_std(policy, inputs):
@@ -167,8 +230,8 @@ def _bc_learner(policy, optimizer, act, logstd_coeff: float) -> Learner:
     """MARWIL at beta=0: the negative log-likelihood of the data's actions, no value net."""
 
     def loss(params, batch, rng):
-        inputs = policy.dist_inputs(params["policy"], batch)
-        nll = -policy.dist.logp(inputs, batch["actions"]) - logstd_coeff * _log_std(
+        inputs, _ = policy.steps(params["policy"], batch)
+        nll = -policy.dist.logp(inputs, step_rows(batch, "actions")) - logstd_coeff * _log_std(
             policy, inputs)
         return nll, {"policy_loss": nll, "total_loss": nll,
                      "entropy": policy.dist.entropy(inputs)}

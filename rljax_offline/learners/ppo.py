@@ -45,7 +45,7 @@ from rljax_offline.connectors.core import Connector, stateless
 from rljax_offline.learners.core import Learner, Loss
 from rljax_offline.learners.marwil import make_optimizer
 from rljax_offline.models.networks import Network, value_network
-from rljax_offline.models.policy import make_policy
+from rljax_offline.models.policy import is_recurrent, make_policy
 
 PPO_COLUMNS = ("obs", "actions", "action_logp", "advantages", "value_targets", "vf_preds")
 
@@ -143,6 +143,9 @@ class PPOConfig(AlgorithmConfig):
 
     def validate(self) -> None:
         super().validate()
+        if is_recurrent(self.model_config or {}):
+            raise ConfigError(f"{type(self).__name__}: recurrent policies (use_lstm / use_gru) "
+                              "are not supported by PPO yet; the offline algorithms train them")
         if self.minibatch_size > self.train_batch_size_per_learner:
             raise ConfigError(f"{type(self).__name__}: minibatch_size={self.minibatch_size} is "
                               f"larger than train_batch_size_per_learner="

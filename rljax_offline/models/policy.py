@@ -108,6 +108,13 @@ class Policy(NamedTuple):
             return self.forward(params, batch)[0]
         return self.apply(params, batch["obs"])
 
+    def steps(self, params, batch: dict, *, with_next: bool = False):
+        """`action_dist_inputs` at every timestep of a learner batch as rows `[N, d]` (and at
+        the next observations with `with_next`), a recurrent policy unrolled from the
+        batch's `state_in` (see `recurrent.step_outputs`)."""
+        return recurrent.step_outputs(self.apply, self.forward, params, batch,
+                                      batch.get("state_in"), with_next)
+
     def logp(self, params, obs, actions):
         return self.dist.logp(self.apply(params, obs), actions)
 
@@ -187,14 +194,7 @@ def make_policy(obs_spec: Any, act_spec: Any, fcnet_hiddens: Sequence[int] = (25
     dist = for_space(act_spec)
     hiddens = tuple(int(h) for h in cfg["fcnet_hiddens"])
     image = isinstance(obs_spec, sp.BoxSpec) and cnn.is_image(obs_spec.shape)
-    if image:
-        filters = cnn.check_conv_filters(cfg["conv_filters"] if cfg["conv_filters"] is not None
-                                         else cnn.default_conv_filters(obs_spec.shape))
-        obs_shape, obs_dtype = tuple(obs_spec.shape), jnp.dtype(obs_spec.dtype)
-    else:
-        filters, obs_shape, obs_dtype = None, (sp.flat_dim(obs_spec),), jnp.float32
-    encoder = ObservationEncoder(obs_spec, hiddens, cfg["fcnet_activation"], filters,
-                                 cfg["conv_activation"])
+    encoder, obs_shape, obs_dtype = observation_encoder(obs_spec, cfg)
     if cfg["use_lstm"] or cfg["use_gru"]:
         return _recurrent_policy(encoder, dist, obs_spec, act_spec, obs_shape, obs_dtype, cfg)
 
@@ -211,12 +211,39 @@ def make_policy(obs_spec: Any, act_spec: Any, fcnet_hiddens: Sequence[int] = (25
                   obs_spec=obs_spec, act_spec=act_spec)
 
 
-def _recurrent_policy(encoder, dist, obs_spec, act_spec, obs_shape, obs_dtype, cfg) -> Policy:
+def observation_encoder(obs_spec: Any, cfg: dict) -> tuple[nn.Module, tuple, Any]:
+    """The encoder a model config asks for (`ObservationEncoder`: the CNN for rank-3 Box
+    observations, else the MLP of `fcnet_hiddens`), with the shape and dtype of the raw
+    observations it takes (for `init`)."""
+    obs_spec = sp.to_spec(obs_spec)
+    if isinstance(obs_spec, sp.BoxSpec) and cnn.is_image(obs_spec.shape):
+        filters = cnn.check_conv_filters(cfg["conv_filters"] if cfg["conv_filters"] is not None
+                                         else cnn.default_conv_filters(obs_spec.shape))
+        obs_shape, obs_dtype = tuple(obs_spec.shape), jnp.dtype(obs_spec.dtype)
+    else:
+        filters, obs_shape, obs_dtype = None, (sp.flat_dim(obs_spec),), jnp.float32
+    encoder = ObservationEncoder(obs_spec, tuple(int(h) for h in cfg["fcnet_hiddens"]),
+                                 cfg["fcnet_activation"], filters, cfg["conv_activation"])
+    return encoder, obs_shape, obs_dtype
+
+
+def recurrent_cell(cfg: dict) -> tuple[str, int, int]:
+    """`(cell_type, lstm_cell_size, max_seq_len)` of a recurrent model config, checked."""
     cell_type = "lstm" if cfg["use_lstm"] else "gru"
     cell_size, max_seq_len = int(cfg["lstm_cell_size"]), int(cfg["max_seq_len"])
     if cell_size < 1 or max_seq_len < 1:
         raise ValueError(f"lstm_cell_size and max_seq_len must be >= 1, got {cell_size}, "
                          f"{max_seq_len}")
+    return cell_type, cell_size, max_seq_len
+
+
+def is_recurrent(model_config: dict) -> bool:
+    """Whether a model config asks for a recurrent module (`use_lstm` or `use_gru`)."""
+    return bool(model_config.get("use_lstm") or model_config.get("use_gru"))
+
+
+def _recurrent_policy(encoder, dist, obs_spec, act_spec, obs_shape, obs_dtype, cfg) -> Policy:
+    cell_type, cell_size, max_seq_len = recurrent_cell(cfg)
     net = recurrent.RecurrentNet(encoder, cell_type, cell_size, dist.dist_dim)
 
     def forward(params, batch):
