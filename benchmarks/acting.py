@@ -2,10 +2,12 @@
 replayed from an array), for an MLP policy on CartPole-sized observations:
 
 * bare: the jitted policy call (`policy.apply` + argmax), observations in, actions out;
-* actor: the pure on-device actor (`runners/actor.py`), `observe_and_select` (one call);
-* connector_policy: `ConnectorPolicy.act` on `EpisodeBuilder`s (today's `EnvRunner` path);
-both with the default env-to-module pipeline and with frame stacking (4). Aim: actor at most
-2x bare.
+* actor: what `EnvRunner` runs per step with an `ActorPolicy` (`runners/actor.py`):
+  `observe` the last step, `select` the next actions (one donated jitted call), the actions
+  and the recorded outputs (`action_logp`, `action_dist_inputs`) back on the host;
+* actor_and_recording: the same plus appending each env's step to its `EpisodeBuilder`;
+with the default env-to-module pipeline and with frame stacking (4). Aim: actor at most 2x
+bare, in the same process.
 
     python benchmarks/acting.py
 """
@@ -26,27 +28,31 @@ from rljax_offline.connectors import (
 )
 from rljax_offline.episode_builder import EpisodeBuilder
 from rljax_offline.models.policy import make_policy
-from rljax_offline.runners.acting import ConnectorPolicy
-from rljax_offline.runners.actor import make_actor
+from rljax_offline.runners.actor import ActorPolicy
 
-N, STEPS = 8, 500
+N, STEPS, REPEATS = 8, 500, 3
 OBS = gym.spaces.Box(-5, 5, (4,), np.float32)
 ACT = gym.spaces.Discrete(2)
 SPACES = Spaces.of(OBS, ACT)
 
 
 def per_step_us(fn, steps=STEPS):
-    fn(0)  # compile
-    t0 = time.perf_counter()
-    for t in range(steps):
-        fn(t)
-    return (time.perf_counter() - t0) / steps * 1e6
+    """Best of `REPEATS` runs of `steps` calls (after one compiling call): the machine is
+    shared, so the least disturbed run is the figure."""
+    fn(0)
+    best = float("inf")
+    for _ in range(REPEATS):
+        t0 = time.perf_counter()
+        for t in range(steps):
+            fn(t)
+        best = min(best, time.perf_counter() - t0)
+    return best / steps * 1e6
 
 
 def measure(pieces, obs, rng):
-    """Per-step microseconds of the three ways to act, for one env-to-module pipeline."""
+    """Per-step microseconds of bare, actor and actor with recording, for one pipeline."""
     rewards = np.ones(N, np.float32)
-    dones = np.zeros(N, bool)
+    fresh = np.zeros(N, bool)
     e2m = default_env_to_module(SPACES, *pieces)
     policy = make_policy(e2m.out_spaces(SPACES).observation, ACT, (64, 64))
     params = policy.init(jax.random.PRNGKey(0))
@@ -55,34 +61,30 @@ def measure(pieces, obs, rng):
     bare_obs = rng.normal(size=(STEPS + 1, N, width)).astype(np.float32)
     bare = per_step_us(lambda t: np.asarray(bare_fn(params, bare_obs[t])))
 
-    actor = make_actor(policy, SPACES, e2m, default_module_to_env(SPACES))
-    key = jax.random.PRNGKey(0)
-    first, extras, s = actor.select_action(params, actor.init(obs[0]), key)
-    state = {"s": s, "extras": extras}
+    acting = ActorPolicy(policy, params, SPACES, e2m, None, default_module_to_env(SPACES))
+    acting.reset(obs[0], 0)
+    acting.select()
 
     def actor_step(t):  # observe step t, select step t + 1's actions: one device call
-        actions, state["extras"], state["s"] = actor.observe_and_select(
-            params, state["s"], state["extras"], rewards, obs[t + 1], dones, key)
-        return np.asarray(actions)
+        acting.observe(rewards, obs[t + 1], fresh)
+        return acting.select()
 
     actor_us = per_step_us(actor_step)
-    cp = ConnectorPolicy(policy, params, SPACES, e2m, e2m.init(SPACES),
-                         default_module_to_env(SPACES))
     builders = [EpisodeBuilder(observation_space=OBS, action_space=ACT) for _ in range(N)]
     for i, b in enumerate(builders):
         b.add_env_reset(obs[0, i])
 
-    def cp_step(t):
-        actions, _ = cp.act(builders, t)
+    def recording_step(t):  # what EnvRunner adds: one row per env into its builder
+        actions, extras = actor_step(t)
         for i, b in enumerate(builders):
-            b.add_env_step(obs[t + 1, i], int(actions[i]), 1.0)
-        return actions
+            b.add_env_step(obs[t + 1, i], actions[i], 1.0,
+                           extra_model_outputs={k: v[i] for k, v in extras.items()})
 
-    cp_us = per_step_us(cp_step)
+    recording_us = per_step_us(recording_step)
     return {"bare_us": round(bare, 1), "actor_us": round(actor_us, 1),
-            "connector_policy_us": round(cp_us, 1),
+            "actor_and_recording_us": round(recording_us, 1),
             "actor_over_bare": round(actor_us / bare, 2),
-            "connector_policy_over_bare": round(cp_us / bare, 2)}
+            "actor_and_recording_over_bare": round(recording_us / bare, 2)}
 
 
 def main():

@@ -18,7 +18,7 @@ from rljax_offline.envs import StatelessCartPole
 from rljax_offline.episode_builder import EpisodeBuilder
 from rljax_offline.experts import cartpole_expert
 from rljax_offline.models.policy import MODEL_CONFIG_DEFAULTS, make_policy
-from rljax_offline.runners.acting import ConnectorPolicy
+from rljax_offline.runners.actor import ActorPolicy
 from rljax_offline.runners.env_runner import EnvRunner
 
 OBS = gym.spaces.Box(-1, 1, (3,), np.float32)
@@ -107,8 +107,8 @@ def _record_stateless_expert(num_episodes: int, seed: int):
 
 
 def _mean_return(policy, params, spaces, env_to_module, episodes=4):
-    acting = ConnectorPolicy(policy, params, spaces, env_to_module,
-                             env_to_module.init(spaces), default_module_to_env(spaces))
+    acting = ActorPolicy(policy, params, spaces, env_to_module, None,
+                         default_module_to_env(spaces))
     runner = EnvRunner(lambda cfg: StatelessCartPole(), acting, num_envs=episodes, seed=100)
     done = list(runner.episodes(num_episodes=episodes))
     if policy.is_stateful:  # state_out recorded per step, as RLlib's module-to-env does
