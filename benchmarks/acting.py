@@ -6,8 +6,8 @@ replayed from an array), for an MLP policy on CartPole-sized observations:
   `observe` the last step, `select` the next actions (one donated jitted call), the actions
   and the recorded outputs (`action_logp`, `action_dist_inputs`) back on the host;
 * actor_and_recording: the same plus appending each env's step to its `EpisodeBuilder`;
-with the default env-to-module pipeline and with frame stacking (4). Aim: actor at most 2x
-bare, in the same process.
+with the default env-to-module pipeline and with frame stacking (4), interleaved in one
+process. Aim: actor at most 2x bare.
 
     python benchmarks/acting.py
 """
@@ -30,23 +30,27 @@ from rljax_offline.episode_builder import EpisodeBuilder
 from rljax_offline.models.policy import make_policy
 from rljax_offline.runners.actor import ActorPolicy
 
-N, STEPS, REPEATS = 8, 500, 3
+N, BLOCK, ROUNDS = 8, 100, 15
 OBS = gym.spaces.Box(-5, 5, (4,), np.float32)
 ACT = gym.spaces.Discrete(2)
 SPACES = Spaces.of(OBS, ACT)
 
 
-def per_step_us(fn, steps=STEPS):
-    """Best of `REPEATS` runs of `steps` calls (after one compiling call): the machine is
-    shared, so the least disturbed run is the figure."""
-    fn(0)
-    best = float("inf")
-    for _ in range(REPEATS):
-        t0 = time.perf_counter()
-        for t in range(steps):
-            fn(t)
-        best = min(best, time.perf_counter() - t0)
-    return best / steps * 1e6
+def per_step_us(fns: dict) -> dict:
+    """Per-step microseconds of each `fn(t)`: blocks of `BLOCK` steps, the ways interleaved
+    over `ROUNDS` rounds, the best block of each (after one compiling call). The machine is
+    shared: interleaving puts every way under the same load, the best block is the least
+    disturbed one."""
+    for fn in fns.values():
+        fn(0)
+    best = dict.fromkeys(fns, float("inf"))
+    for r in range(ROUNDS):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            for t in range(r * BLOCK, (r + 1) * BLOCK):
+                fn(t)
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return {name: b / BLOCK * 1e6 for name, b in best.items()}
 
 
 def measure(pieces, obs, rng):
@@ -58,8 +62,7 @@ def measure(pieces, obs, rng):
     params = policy.init(jax.random.PRNGKey(0))
     bare_fn = jax.jit(lambda p, o: jnp.argmax(policy.apply(p, o), -1))
     width = e2m.out_spaces(SPACES).observation.shape[0]
-    bare_obs = rng.normal(size=(STEPS + 1, N, width)).astype(np.float32)
-    bare = per_step_us(lambda t: np.asarray(bare_fn(params, bare_obs[t])))
+    bare_obs = rng.normal(size=(len(obs), N, width)).astype(np.float32)
 
     acting = ActorPolicy(policy, params, SPACES, e2m, None, default_module_to_env(SPACES))
     acting.reset(obs[0], 0)
@@ -69,7 +72,6 @@ def measure(pieces, obs, rng):
         acting.observe(rewards, obs[t + 1], fresh)
         return acting.select()
 
-    actor_us = per_step_us(actor_step)
     builders = [EpisodeBuilder(observation_space=OBS, action_space=ACT) for _ in range(N)]
     for i, b in enumerate(builders):
         b.add_env_reset(obs[0, i])
@@ -80,16 +82,16 @@ def measure(pieces, obs, rng):
             b.add_env_step(obs[t + 1, i], actions[i], 1.0,
                            extra_model_outputs={k: v[i] for k, v in extras.items()})
 
-    recording_us = per_step_us(recording_step)
-    return {"bare_us": round(bare, 1), "actor_us": round(actor_us, 1),
-            "actor_and_recording_us": round(recording_us, 1),
-            "actor_over_bare": round(actor_us / bare, 2),
-            "actor_and_recording_over_bare": round(recording_us / bare, 2)}
+    us = per_step_us({"bare": lambda t: np.asarray(bare_fn(params, bare_obs[t])),
+                      "actor": actor_step, "actor_and_recording": recording_step})
+    return {**{f"{k}_us": round(v, 1) for k, v in us.items()},
+            "actor_over_bare": round(us["actor"] / us["bare"], 2),
+            "actor_and_recording_over_bare": round(us["actor_and_recording"] / us["bare"], 2)}
 
 
 def main():
     rng = np.random.default_rng(0)
-    obs = rng.normal(size=(STEPS + 1, N, 4)).astype(np.float32)
+    obs = rng.normal(size=(BLOCK * ROUNDS + 1, N, 4)).astype(np.float32)
     out = {label: measure(pieces, obs, rng)
            for label, pieces in (("default", []), ("frame_stack_4", [frame_stack(4)]))}
     print(json.dumps({"num_envs": N, **out}))
