@@ -98,7 +98,7 @@ def test_actor_matches_the_pipeline_on_the_episodes_so_far(recurrent):
         if recurrent:
             np.testing.assert_allclose(extras["state_out"]["h"], want_state["h"],
                                        rtol=1e-5, atol=1e-6)
-        if t:  # the fused observe + select (donated state) gives the same
+        if t:  # the fused observe + select gives the same
             fused_actions, _, fused_state = fused.step(params, fused_state, rewards[t - 1],
                                                        obs[t], fresh[t - 1])
             np.testing.assert_array_equal(np.asarray(fused_actions), want)
