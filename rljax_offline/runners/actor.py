@@ -138,19 +138,20 @@ def make_actor(policy, spaces: Spaces, env_to_module: Connector | None = None,
         else:
             dist_inputs = policy.apply(params, batch["obs"])
         if module_to_env is None:
-            actions = actions_for_env = dist_inputs
+            actions = dist_inputs
         else:
             batch = {**batch, "action_dist_inputs": dist_inputs}
             _, batch, _ = module_to_env.apply(m2e_state, episodes, batch, ctx)
-            actions, actions_for_env = batch["actions"], batch["actions_for_env"]
+            actions = batch["actions_for_env"]
             extras.update({k: batch[k] for k in RECORDED_OUTPUTS if k in batch})
         n = state.t.shape[0]
+        # the window holds the actions as the runner records them (what the env got)
         chosen = (jnp.asarray(actions).reshape(n, *act_shape).astype(act_dtype),
                   extras.get("state_out", ()))
         state = state._replace(chosen=chosen, rng=rng,
                                pipeline_state=e2m_new if update_env_to_module
                                else state.pipeline_state)
-        return actions_for_env, extras, state
+        return actions, extras, state
 
     def observe(state: ActorState, rewards, next_obs, fresh) -> ActorState:
         """Shifts each env's window by the step just taken; a fresh env starts afresh from
