@@ -211,3 +211,22 @@ def test_select_before_reset_and_bad_action_spaces_are_named_errors():
     tuple_space = Spaces.of(OBS, gym.spaces.Tuple([ACT, ACT]))
     with pytest.raises(ValueError, match="action space"):
         make_actor(policy, tuple_space)
+
+
+def test_box_actions_in_the_window_are_the_recorded_clipped_ones():
+    """With previous actions as input, the window holds the actions as recorded (clipped into
+    the Box), so acting sees what the learner will see in the episodes: mean `5 - 2 * prev`
+    gives 5 -> 2 (clipped), then 1, then 3 -> 2, ..."""
+    env = gym.make("Pendulum-v1")
+    spaces = Spaces.of(env.observation_space, env.action_space)
+    e2m = default_env_to_module(spaces, prev_actions_rewards(1, 0))
+    assert e2m.out_spaces(spaces).observation.shape == (4,)  # [cos, sin, speed, prev action]
+
+    def module(obs):
+        prev = obs[:, -1]
+        return jax.numpy.stack([5.0 - 2.0 * prev, jax.numpy.full_like(prev, -20.0)], -1)
+
+    runner = EnvRunner("Pendulum-v1", module, num_envs=2, env_to_module=e2m,
+                       module_to_env=default_module_to_env(spaces))
+    ep = runner.sample(num_timesteps=8)[0]
+    np.testing.assert_allclose(ep.actions[:, 0], [2.0, 1.0, 2.0, 1.0], atol=1e-6)
