@@ -37,8 +37,8 @@ _LAZY = {
     "pipeline": "rljax_offline.connectors.core",
     # acting
     "EnvRunner": "rljax_offline.runners.env_runner",
-    "ConnectorPolicy": "rljax_offline.runners.acting",
-    "PipelinePolicy": "rljax_offline.runners.acting",
+    "ActorPolicy": "rljax_offline.runners.actor",
+    "make_actor": "rljax_offline.runners.actor",
     "record_expert": "rljax_offline.runners.env_runner",
     "record_policy": "rljax_offline.runners.recording",
     # data: readers, writers, conversions
@@ -65,13 +65,13 @@ _LAZY = {
 }
 
 __all__ = [  # every public name; tests/test_public_api.py checks each resolves
+    "ActorPolicy",
     "Algorithm",
     "AlgorithmConfig",
     "BCConfig",
     "CQLConfig",
     "ConfigError",
     "Connector",
-    "ConnectorPolicy",
     "Context",
     "EnvRunner",
     "Episode",
@@ -85,7 +85,6 @@ __all__ = [  # every public name; tests/test_public_api.py checks each resolves
     "MARWILConfig",
     "PPOConfig",
     "OfflineDataError",
-    "PipelinePolicy",
     "PolicyParts",
     "SkipReport",
     "SpaceError",
@@ -99,6 +98,7 @@ __all__ = [  # every public name; tests/test_public_api.py checks each resolves
     "iter_episodes",
     "iter_minari_episodes",
     "load_stablehlo",
+    "make_actor",
     "pipeline",
     "read_episodes",
     "read_sample_batch_json",

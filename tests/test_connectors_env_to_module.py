@@ -30,6 +30,7 @@ from rljax_offline.connectors import (
     pipeline,
     prev_actions_rewards,
 )
+from rljax_offline.episode import Episode
 
 SPACES = Spaces.of(OBS, ACT)
 
@@ -74,6 +75,29 @@ def test_mean_std_filter_env_to_module_pushes_each_latest_observation():
     assert int(stats.count) == ref.n
     np.testing.assert_allclose(stats.mean, ref.mean, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(stats.std, ref.std, rtol=1e-4)
+
+
+def test_mean_std_filter_per_step_statistics_keep_float32_precision_on_offset_data():
+    """Observations far from zero with a small spread (mean 1000, std 0.05), long episodes,
+    the learner's every-observation pushes: each row normalized as RLlib's float64
+    one-at-a-time update does, within float32 rounding of the data (|x| 1e3 -> 6e-5 absolute,
+    1.2e-3 in units of the std)."""
+    rng = np.random.default_rng(7)
+    eps = [Episode(observations=(1000 + 0.05 * rng.normal(size=(T + 1, 3))).astype(np.float32),
+                   actions=np.zeros(T, np.int64), rewards=np.zeros(T, np.float32),
+                   observation_space=gym.spaces.Box(-2e3, 2e3, (3,), np.float32),
+                   action_space=ACT) for T in (300, 41, 257)]
+    pipe = pipeline(mean_std_filter(as_learner_connector=True))
+    episodes, _, (stats,) = run_jit(pipe, SPACES, eps)
+    ref = NumpyMeanStd((3,))
+    for i, ep in enumerate(eps):
+        for t, x in enumerate(ep.get_observations()):
+            ref.push(x.astype(np.float64))
+            if t > 1:  # rows 0 and 1 of the first episode are 0 and +-1 by definition
+                np.testing.assert_allclose(np.asarray(episodes.observations)[i, t], ref(x),
+                                           atol=2e-2)
+    assert int(stats.count) == ref.n
+    np.testing.assert_allclose(stats.std, ref.std, rtol=1e-3)
 
 
 def test_mean_std_filter_split_frozen_update_switch_and_saved_state():

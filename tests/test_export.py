@@ -9,7 +9,6 @@ import pytest
 
 from rljax_offline.connectors.common import frame_stack
 from rljax_offline.connectors.env_to_module import mean_std_filter
-from rljax_offline.episode_builder import EpisodeBuilder
 from rljax_offline.export import ExportError, load_stablehlo
 from rljax_offline.learners.bc import BCConfig
 from rljax_offline.runners.env_runner import EnvRunner, episode_stats, record_expert
@@ -168,12 +167,7 @@ def test_dict_observations_export_as_one_input_per_key(tmp_path):
     algo._obs_space.seed(0)
     samples = [algo._obs_space.sample() for _ in range(200)]
     obs = {k: np.stack([o[k] for o in samples]) for k in ("pos", "vel")}
-    builders = []
-    for o in samples:
-        b = EpisodeBuilder(observation_space=algo.spaces.observation)
-        b.add_env_reset(o)
-        builders.append(b)
-    reference = algo.actor(explore=False).act(builders, 0)[0]
+    reference = algo.compute_actions(obs)
     actions, dist_inputs = load_stablehlo(algo.export_policy(str(tmp_path / "d.stablehlo")))(obs)
     _agree_discrete_n(actions, reference, np.asarray(dist_inputs))
     ort = pytest.importorskip("onnxruntime")

@@ -103,7 +103,7 @@ def _json_files(input_: Any) -> list[str]:
 
 
 class _PolicyView:
-    """What acting needs of a learner, in the shape `ConnectorPolicy` takes (a policy with
+    """What acting needs of a learner, in the shape `ActorPolicy` takes (a policy with
     `apply(params, obs)`, `dist`, and for recurrent policies `forward`/`initial_state`): the
     learner's `act` over all its params, or its recurrent `policy` on `params["policy"]`."""
 
@@ -427,12 +427,13 @@ class Algorithm:
         return tuple(learned[:self._n_shared]) + tuple(fresh[self._n_shared:])
 
     def actor(self, explore: bool | None = None):
-        """A `ConnectorPolicy` with the current params (for `EnvRunner`)."""
-        from rljax_offline.runners.acting import ConnectorPolicy
+        """An `ActorPolicy` with the current params and env-to-module state (for
+        `EnvRunner`; compiled once per explore flag and kept)."""
+        from rljax_offline.runners.actor import ActorPolicy
 
         explore = self.config.evaluation_explore if explore is None else explore
         if self._actor is None or self._actor.explore != explore:
-            self._actor = ConnectorPolicy(
+            self._actor = ActorPolicy(
                 _PolicyView(self.learner), None, self.spaces, self.env_to_module_connector,
                 None, self.module_to_env_connector,
                 lookback=self.config.episode_lookback_horizon, explore=explore)
@@ -440,17 +441,13 @@ class Algorithm:
         self._actor.e2m_state = self._e2m_state()
         return self._actor
 
-    def compute_actions(self, obs: np.ndarray, explore: bool = False) -> np.ndarray:
-        """Actions for a batch of raw env observations (pipelines that read only the latest
-        observation); for lookback pipelines use `EnvRunner(env, algo.actor())`."""
-        from rljax_offline.episode_builder import EpisodeBuilder
-
-        builders = []
-        for o in obs:
-            b = EpisodeBuilder(observation_space=self.spaces.observation)
-            b.add_env_reset(o)
-            builders.append(b)
-        return self.actor(explore).act(builders, self.config.seed)[0]
+    def compute_actions(self, obs: Any, explore: bool = False) -> np.ndarray:
+        """Actions for a batch of raw env observations (`[N, ...]`, or a dict of them for Dict
+        spaces), each taken as the first of its episode; to act over whole episodes (lookback
+        pipelines, recurrent policies) use `EnvRunner(env, algo.actor())`."""
+        actor = self.actor(explore)
+        actor.reset(obs, self.config.seed)
+        return actor.select()[0]
 
     def evaluate(self, num_episodes: int | None = None) -> dict:
         """Runs the policy in the env; RLlib's `env_runners` metrics."""

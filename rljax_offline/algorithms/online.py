@@ -108,10 +108,10 @@ class PPO(Algorithm):
 
     def _explorer(self):
         """The exploring (sampling) policy, compiled once; its params follow the state."""
-        from rljax_offline.runners.acting import ConnectorPolicy
+        from rljax_offline.runners.actor import ActorPolicy
 
         if self._sampling_actor is None:
-            self._sampling_actor = ConnectorPolicy(
+            self._sampling_actor = ActorPolicy(
                 _PolicyView(self.learner), None, self.spaces, self.env_to_module_connector,
                 None, self.module_to_env_connector,
                 lookback=self.config.episode_lookback_horizon, explore=True)

@@ -224,9 +224,9 @@ def model_connectors(model_config: dict) -> list[Connector]:
 class RunningStats(NamedTuple):
     """Count, mean and sum of squared deviations `m2` of one Box leaf's observations.
 
-    Merged with Chan et al.'s parallel update, which is associative: `lax.associative_scan`
-    gives the statistics as of every single push in one parallel prefix, exact for any split
-    of the data (one at a time, per batch, per device). In float32 the mean keeps ~7 digits;
+    Merged with Chan et al.'s parallel update, which is associative: exact for any split of
+    the data (one at a time, per episode, per batch, per device), so `prefix_normalize` can
+    scan episodes' totals in parallel. In float32 the mean keeps ~7 digits;
     with counts beyond ~1e7 the relative update `n / total` loses precision, so cast to
     float64 (`jax_enable_x64`) for longer runs.
     """
@@ -259,36 +259,62 @@ def merge_stats(a: RunningStats, b: RunningStats) -> RunningStats:
                         a.m2 + b.m2 + jnp.square(delta) * expand(a.count, a.mean) * frac)
 
 
-def prefix_stats(stats: RunningStats, x, pushed, axis_name: str | None = None
-                 ) -> tuple[RunningStats, RunningStats]:
+def prefix_normalize(stats: RunningStats, x, pushed, clip: float | None = 10.0,
+                     axis_name: str | None = None) -> tuple[Any, RunningStats]:
     """Pushes the rows of `x` (`[B, C, *shape]`, episode-major) where `pushed` (`[B, C]`) is
-    True into `stats`, in row order. Returns the statistics as of every row (a pushed row's
-    include its own push, as RLlib's `MeanStdFilter` pushes then normalizes) and the final
-    statistics. With `axis_name` (inside `shard_map` / `pmap`) the devices' rows count in
-    device order. Two associative scans: along each episode, then over the episodes' totals
-    (shallower and ~2x faster than one scan over all `B * C` rows)."""
-    x = x.astype(jnp.float32)
+    True into `stats`, in row order, and normalizes every row with the statistics as of that
+    row (a pushed row's include its own push, as RLlib's `MeanStdFilter` pushes then
+    normalizes). Returns the normalized rows and the final statistics. With `axis_name`
+    (inside `shard_map` / `pmap`) the devices' rows count in device order.
+
+    Each episode's totals come from two reductions; Chan's merge scans the `B` totals
+    (associative scan, small); then one `lax.scan` along time carries each episode's running
+    sums and normalizes column by column. That is a few passes over the data: an associative
+    scan along time costs ~2 log2(C) full-size passes, the bulk of the time on CPU.
+    Sums are of deviations from the episode's first pushed row: centring keeps
+    `sum(y^2) - sum(y)^2 / n` clear of the cancellation raw sums of squares suffer in float32,
+    and centring on a pushed row keeps runs of equal values (zero padding of stacked frames)
+    exactly at `m2 == 0`, as RLlib's one-by-one update does."""
+    xf = x.astype(jnp.float32)
     p = pushed.astype(jnp.float32)
-    rows = RunningStats(p, x * expand(p, x), jnp.zeros_like(x))
-    within = lax.associative_scan(merge_stats, rows, axis=1)
-    totals = jax.tree_util.tree_map(lambda a: a[:, -1], within)
+    first = jnp.argmax(p, axis=1)                                    # first pushed column
+    center = jnp.take_along_axis(xf, first.reshape(-1, 1, *([1] * (x.ndim - 2))), axis=1)[:, 0]
+    y = (xf - center[:, None]) * expand(p, xf)
+    count = jnp.sum(p, axis=1)
+    s_tot, q_tot = jnp.sum(y, axis=1), jnp.sum(y * y, axis=1)
+    inv = expand(1.0 / jnp.maximum(count, 1.0), center)
+    totals = RunningStats(count, center + s_tot * inv,
+                          jnp.maximum(q_tot - s_tot * s_tot * inv, 0.0))
     running = lax.associative_scan(merge_stats, totals)  # through episode b, inclusive
     earlier = jax.tree_util.tree_map(  # through episode b - 1: shift in an empty one
-        lambda a: jnp.concatenate([jnp.zeros_like(a[:1]), a[:-1]])[:, None], running)
-    prefix = merge_stats(earlier, within)
+        lambda a: jnp.concatenate([jnp.zeros_like(a[:1]), a[:-1]]), running)
     before = stats
     local_total = jax.tree_util.tree_map(lambda a: a[-1], running)
     if axis_name is not None:
-        totals = lax.all_gather(local_total, axis_name)  # [D, ...] in device order
+        device_totals = lax.all_gather(local_total, axis_name)  # [D, ...] in device order
         me = lax.axis_index(axis_name)
-        earlier = jnp.arange(totals.count.shape[0]) < me
-        masked = totals._replace(count=jnp.where(earlier, totals.count, 0.0))
+        earlier_devices = jnp.arange(device_totals.count.shape[0]) < me
+        masked = device_totals._replace(
+            count=jnp.where(earlier_devices, device_totals.count, 0.0))
         before = merge_stats(stats, _reduce_stats(masked))
-        final = merge_stats(stats, _reduce_stats(totals))
+        final = merge_stats(stats, _reduce_stats(device_totals))
     else:
         final = merge_stats(stats, local_total)
-    before = jax.tree_util.tree_map(lambda a: a[None, None], before)
-    return merge_stats(before, prefix), final
+    before = merge_stats(jax.tree_util.tree_map(lambda a: a[None], before), earlier)  # [B]
+
+    def column(sums, col):
+        x_c, p_c = col
+        y_c = (x_c - center) * expand(p_c, x_c)
+        n, s, q = sums[0] + p_c, sums[1] + y_c, sums[2] + y_c * y_c
+        inv_n = expand(1.0 / jnp.maximum(n, 1.0), x_c)
+        within = RunningStats(n, center + s * inv_n, jnp.maximum(q - s * s * inv_n, 0.0))
+        return (n, s, q), normalize(merge_stats(before, within), x_c, clip)
+
+    zero = jnp.zeros_like(center)
+    _, out = lax.scan(column, (jnp.zeros_like(count), zero, zero),
+                      (jnp.moveaxis(xf, 1, 0), jnp.moveaxis(p, 1, 0)))
+    out = jnp.moveaxis(out, 0, 1)
+    return (out.astype(x.dtype) if jnp.issubdtype(x.dtype, jnp.floating) else out), final
 
 
 def _reduce_stats(stats: RunningStats) -> RunningStats:
@@ -323,8 +349,8 @@ def mean_std_filter(update: bool = True, clip: float | None = 10.0,
     Per-step semantics, as RLlib: observations are pushed one at a time in episode then time
     order, and each is normalized with the statistics as of its own push (so the first
     observation ever becomes 0); the normalized values are written back into the episodes, so
-    later pieces (frame stacking) see what RLlib's see. A parallel prefix
-    (`lax.associative_scan`) computes all these statistics inside `jit`.
+    later pieces (frame stacking) see what RLlib's see. `prefix_normalize` computes all these
+    statistics inside `jit` (a parallel prefix over the episodes, running sums along time).
 
     Which observations are pushed: env-to-module (the default, RLlib's place for it), each
     episode's latest (`L + length`), as RLlib pushes each observation once when the env emits
@@ -365,8 +391,8 @@ def mean_std_filter(update: bool = True, clip: float | None = 10.0,
                 return stats, x
             if static_frozen:
                 return stats, normalize(stats, x, clip)
-            per_row, stats = prefix_stats(stats, x, pushed, axis_name)
-            return stats, normalize(per_row, x, clip)
+            normalized, stats = prefix_normalize(stats, x, pushed, clip, axis_name)
+            return stats, normalized
 
         pairs = _map_leaves(leaf, spec, state, episodes.observations)
         state = _map_leaves(lambda s, p: p[0], spec, pairs)

@@ -1,27 +1,28 @@
-"""A pure on-device actor (in the spirit of Acme's `ActorCore`): `init`, `select_action`,
-`observe` are pure jitted functions of an `ActorState` that holds, on the device, each env's
-lookback window (the last K observations, actions, rewards, `state_out`s) and its step count.
+"""Acting: env-to-module -> policy -> module-to-env as a pure on-device actor (in the spirit
+of Acme's `ActorCore`), and `ActorPolicy`, the object `EnvRunner` drives.
 
-Per step the host only moves the env's arrays: no `EpisodeBuilder` windows, no
-`EpisodeBatch.from_episodes`, no Python per env. The env-to-module pipeline runs on an
-`EpisodeBatch` view of the window (length 0, lookback K), so every piece sees what it sees in
-`ConnectorPolicy`, and a recurrent policy's `state_out` rides in the window as RLlib's episodes
-hold it.
+`make_actor` gives pure jitted functions of an `ActorState` that holds, on the device, each
+env's lookback window (the last K observations, actions, rewards, `state_out`s), its step
+count, the actions just chosen and the RNG key. The env-to-module pipeline runs on an
+`EpisodeBatch` view of the window (length 0, lookback K), so every piece sees what it sees on
+recorded episodes, and a recurrent policy's `state_out` rides in the window as RLlib's
+episodes hold it:
 
     actor = make_actor(policy, spaces, env_to_module, module_to_env)
-    state = actor.init(first_obs)                       # [N, ...] reset observations
-    actions, extras, state = actor.select_action(params, state, rng)
-    state = actor.observe(state, extras, rewards, next_obs, dones)    # dones: env was reset
-    # or, one device call a step: observe the last step and select the next action
-    actions, extras, state = actor.observe_and_select(params, state, extras, rewards,
-                                                      next_obs, dones, rng)
+    state = actor.init(first_obs, jax.random.PRNGKey(0))     # [N, ...] reset observations
+    actions, extras, state = actor.select_action(params, state)
+    state = actor.observe(state, rewards, next_obs, fresh)     # fresh: env was just reset
+    # or, one device call a step (the hot path):
+    actions, extras, state = actor.step(params, state, rewards, next_obs, fresh)
 
-`observe` expects the next observation of each env to be its reset observation where `dones`
-is True (gymnasium's SAME_STEP autoreset).
+`observe` expects the next observation of an env to be its reset observation where `fresh`
+is True. `extras` are what the runner records per step: `action_logp` and
+`action_dist_inputs` (with a module-to-env pipeline), `state_out` (recurrent policies).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -30,115 +31,236 @@ import numpy as np
 
 from rljax_offline import spaces as sp
 from rljax_offline.batch import EpisodeBatch
-from rljax_offline.connectors.common import expand
-from rljax_offline.connectors.core import Connector, Context, Spaces
+from rljax_offline.connectors.common import add_observations, expand
+from rljax_offline.connectors.core import Connector, Context, Spaces, pipeline
+
+RECORDED_OUTPUTS = ("action_logp", "action_dist_inputs")
 
 
 class ActorState(NamedTuple):
-    observations: Any      # [N, K + 1, ...]: the window, the current observation last
-    actions: Any           # [N, K, ...]
+    observations: Any      # [N, K + 1, ...] pytree: the window, the current observation last
+    actions: Any           # [N, K, ...] (None when K == 0, as the next two)
     rewards: jax.Array     # [N, K]
     state_outs: Any        # [N, K, ...] pytree (recurrent policies), else ()
     lookback_lengths: jax.Array  # [N]: real steps in the window (<= K)
     t: jax.Array           # [N]: steps since each env's reset
+    chosen: Any            # (actions [N, ...], state_out or ()): what select_action chose
+    rng: jax.Array | None  # exploring actors only
     pipeline_state: Any
 
 
 class Actor(NamedTuple):
-    init: Any
-    select_action: Any
-    observe: Any
-    observe_and_select: Any  # both in one device call: the per-step hot path
+    init: Callable          # (first_obs, rng) -> ActorState
+    select_action: Callable  # (params, state) -> (actions_for_env, extras, state)
+    observe: Callable       # (state, rewards, next_obs, fresh) -> state
+    step: Callable          # observe then select_action, one device call
     window: int
 
 
-def make_actor(policy, spaces: Spaces, env_to_module: Connector, module_to_env: Connector, *,
-               env_to_module_state: Any = None, lookback: int = 0, explore: bool = False,
+class ModulePolicy(NamedTuple):
+    """A plain callable `obs -> action_dist_inputs` (or actions, without a module-to-env
+    pipeline) in the policy interface the actor takes; it must be traceable by `jax.jit`."""
+
+    module: Callable
+    is_stateful: bool = False
+
+    def apply(self, params, obs):
+        del params
+        return self.module(obs)
+
+
+def make_actor(policy, spaces: Spaces, env_to_module: Connector | None = None,
+               module_to_env: Connector | None = None, *, env_to_module_state: Any = None,
+               lookback: int = 0, explore: bool = False,
                update_env_to_module: bool = False) -> Actor:
-    """The actor for `policy` between the two pipelines. Their states are fixed (`frozen`)
-    unless `update_env_to_module`: then stateful env-to-module pieces (the mean-std filter)
-    learn from each observation as RLlib's env runners do, and `ActorState.pipeline_state`
-    carries their state. The window is `max(lookback, env_to_module.lookback)` steps (at
-    least 1 for a recurrent policy, whose latest `state_out` it holds)."""
-    K = max(int(lookback), env_to_module.lookback, 1 if policy.is_stateful else 0)
+    """The actor for `policy` (`apply(params, obs)`, or a recurrent one's `forward` and
+    `initial_state`) between the two pipelines. Without `env_to_module` the policy reads the
+    latest raw observation; without `module_to_env` its outputs are the actions.
+
+    The pipelines' states are fixed (`frozen`) unless `update_env_to_module`: then stateful
+    env-to-module pieces (the mean-std filter) learn from each observation as RLlib's env
+    runners do, and `ActorState.pipeline_state` carries their state. The window is
+    `max(lookback, env_to_module.lookback)` steps (at least 1 for a recurrent policy, whose
+    latest `state_out` it holds)."""
+    env_to_module = env_to_module if env_to_module is not None else pipeline(add_observations())
+    stateful = bool(policy.is_stateful)
+    K = max(int(lookback), env_to_module.lookback, 1 if stateful else 0)
     e2m_state = env_to_module.init(spaces) if env_to_module_state is None \
         else env_to_module_state
-    m2e_state = module_to_env.init(env_to_module.out_spaces(spaces))
+    m2e_state = None if module_to_env is None else module_to_env.init(
+        env_to_module.out_spaces(spaces))
     if isinstance(spaces.action, (sp.TupleSpec, sp.DictSpec)) or spaces.action is None:
-        raise ValueError(f"make_actor needs a Discrete, MultiDiscrete, MultiBinary or Box "
+        raise ValueError(f"acting needs a Discrete, MultiDiscrete, MultiBinary or Box "
                          f"action space, got {spaces.action}")
     act_shape = tuple(spaces.action.shape)
     act_dtype = jax.dtypes.canonicalize_dtype(np.dtype(spaces.action.dtype))
 
-    def init(first_obs) -> ActorState:
-        first_obs = jnp.asarray(first_obs)
-        n = first_obs.shape[0]
-        obs = jnp.zeros((n, K + 1, *first_obs.shape[1:]), first_obs.dtype).at[:, K].set(
-            first_obs)
-        states = () if not policy.is_stateful else jax.tree_util.tree_map(
-            lambda x: jnp.zeros((n, K, *x.shape), x.dtype), policy.initial_state())
-        return ActorState(obs, jnp.zeros((n, K, *act_shape), act_dtype),
-                          jnp.zeros((n, K), jnp.float32), states, jnp.zeros(n, jnp.int32),
-                          jnp.zeros(n, jnp.int32), e2m_state)
+    def init(first_obs, rng) -> ActorState:
+        first_obs = jax.tree_util.tree_map(jnp.asarray, first_obs)
+        n = jax.tree_util.tree_leaves(first_obs)[0].shape[0]
+        obs = jax.tree_util.tree_map(
+            lambda x: jnp.zeros((n, K + 1, *x.shape[1:]), x.dtype).at[:, K].set(x), first_obs)
+        initial = policy.initial_state() if stateful else ()
+        states = jax.tree_util.tree_map(lambda x: jnp.zeros((n, K, *x.shape), x.dtype), initial)
+        chosen = (jnp.zeros((n, *act_shape), act_dtype), jax.tree_util.tree_map(
+            lambda x: jnp.zeros((n, *x.shape), x.dtype), initial))
+        # Without a window (K == 0) there are no past actions, rewards or lookback lengths to
+        # carry, and greedy acting needs no key: no state leaves (and no kernels) for them.
+        return ActorState(obs, jnp.zeros((n, K, *act_shape), act_dtype) if K else None,
+                          jnp.zeros((n, K), jnp.float32) if K else None, states,
+                          jnp.zeros(n, jnp.int32) if K else None, jnp.zeros(n, jnp.int32),
+                          chosen, jnp.asarray(rng) if explore else None, e2m_state)
 
     def view(state: ActorState) -> EpisodeBatch:
         n = state.t.shape[0]
-        emo = {"state_out": state.state_outs} if policy.is_stateful else {}
+        emo = {"state_out": state.state_outs} if stateful else {}
+        no_window = K == 0
         return EpisodeBatch(
-            observations=state.observations, actions=state.actions, rewards=state.rewards,
+            observations=state.observations,
+            actions=jnp.zeros((n, 0, *act_shape), act_dtype) if no_window else state.actions,
+            rewards=jnp.zeros((n, 0), jnp.float32) if no_window else state.rewards,
             extra_model_outputs=emo, lengths=jnp.zeros(n, jnp.int32),
-            lookback_lengths=state.lookback_lengths, t_started=state.t,
+            lookback_lengths=jnp.zeros(n, jnp.int32) if no_window else state.lookback_lengths,
+            t_started=state.t,
             terminated=jnp.zeros(n, bool), truncated=jnp.zeros(n, bool), max_len=0,
             len_lookback_buffer=K, observation_space_spec=spaces.observation,
             action_space_spec=spaces.action)
 
-    def select_action(params, state: ActorState, rng):
-        ctx = Context(rng=rng, explore=explore, params=params, frozen=not update_env_to_module)
+    def select_action(params, state: ActorState):
+        rng, key = jax.random.split(state.rng) if explore else (state.rng, None)
+        ctx = Context(rng=key, explore=explore, params=params, frozen=not update_env_to_module)
         episodes, batch, e2m_new = env_to_module.apply(state.pipeline_state, view(state), {},
                                                        ctx)
-        if update_env_to_module:
-            state = state._replace(pipeline_state=e2m_new)
         extras = {}
-        if policy.is_stateful:
+        if stateful:
             dist_inputs, extras["state_out"] = policy.forward(params, batch)
-            dist_inputs = dist_inputs[:, 0]
+            dist_inputs = dist_inputs[:, 0]  # RLlib removes the single-step time rank
         else:
             dist_inputs = policy.apply(params, batch["obs"])
-        batch = {**batch, "action_dist_inputs": dist_inputs}
-        _, batch, _ = module_to_env.apply(m2e_state, episodes, batch, ctx)
-        extras = {"actions": batch["actions"], "action_logp": batch["action_logp"], **extras}
-        return batch["actions_for_env"], extras, state
+        if module_to_env is None:
+            actions = dist_inputs
+        else:
+            batch = {**batch, "action_dist_inputs": dist_inputs}
+            _, batch, _ = module_to_env.apply(m2e_state, episodes, batch, ctx)
+            actions = batch["actions_for_env"]
+            extras.update({k: batch[k] for k in RECORDED_OUTPUTS if k in batch})
+        n = state.t.shape[0]
+        # the window holds the actions as the runner records them (what the env got)
+        chosen = (jnp.asarray(actions).reshape(n, *act_shape).astype(act_dtype),
+                  extras.get("state_out", ()))
+        state = state._replace(chosen=chosen, rng=rng,
+                               pipeline_state=e2m_new if update_env_to_module
+                               else state.pipeline_state)
+        return actions, extras, state
 
-    def observe(state: ActorState, extras, rewards, next_obs, dones) -> ActorState:
-        """Shifts each env's window by the step just taken; a done env starts afresh from
+    def observe(state: ActorState, rewards, next_obs, fresh) -> ActorState:
+        """Shifts each env's window by the step just taken; a fresh env starts afresh from
         `next_obs` (its reset observation)."""
-        dones = jnp.asarray(dones, bool)
+        fresh = jnp.asarray(fresh, bool)
 
         def push(window, item):
             item = jnp.asarray(item, window.dtype)
             return jnp.concatenate([window[:, 1:], item[:, None]], axis=1)
 
-        obs = push(state.observations, next_obs)
-        if K == 0:
-            acts, rews, outs = state.actions, state.rewards, state.state_outs
-        else:
-            acts = push(state.actions, extras["actions"].reshape(state.actions.shape[0],
-                                                                 *state.actions.shape[2:]))
-            rews = push(state.rewards, rewards)
-            outs = state.state_outs if not policy.is_stateful else jax.tree_util.tree_map(
-                push, state.state_outs, extras["state_out"])
-        lb = jnp.where(dones, 0, jnp.minimum(state.lookback_lengths + 1, K))
-        t = jnp.where(dones, 0, state.t + 1)
-        zero_old = jax.tree_util.tree_map(  # a fresh episode sees zeros before its reset
-            lambda w: jnp.where(expand(dones, w) & (jnp.arange(w.shape[1]) < w.shape[1] - 1
-                                                    ).reshape(1, -1, *([1] * (w.ndim - 2))),
-                                jnp.zeros((), w.dtype), w), obs)
-        return ActorState(zero_old, acts, rews, outs, lb.astype(jnp.int32),
-                          t.astype(jnp.int32), state.pipeline_state)
+        obs = jax.tree_util.tree_map(push, state.observations, next_obs) if K else \
+            jax.tree_util.tree_map(lambda w, x: jnp.asarray(x, w.dtype)[:, None],
+                                   state.observations, next_obs)
+        acts, rews, outs = state.actions, state.rewards, state.state_outs
+        if K:
+            acts = push(acts, state.chosen[0])
+            rews = push(rews, rewards)
+            outs = jax.tree_util.tree_map(push, outs, state.chosen[1])
+        lb = state.lookback_lengths
+        if K:  # a fresh episode sees zeros before its reset observation
+            lb = jnp.where(fresh, 0, jnp.minimum(lb + 1, K)).astype(jnp.int32)
+            obs = jax.tree_util.tree_map(
+                lambda w: jnp.where(expand(fresh, w) & (jnp.arange(K + 1) < K).reshape(
+                    1, -1, *([1] * (w.ndim - 2))), jnp.zeros((), w.dtype), w), obs)
+        t = jnp.where(fresh, 0, state.t + 1).astype(jnp.int32)
+        return state._replace(observations=obs, actions=acts, rewards=rews, state_outs=outs,
+                              lookback_lengths=lb, t=t)
 
-    def observe_and_select(params, state, extras, rewards, next_obs, dones, rng):
-        return select_action(params, observe(state, extras, rewards, next_obs, dones), rng)
+    def step(params, state, rewards, next_obs, fresh):
+        return select_action(params, observe(state, rewards, next_obs, fresh))
 
     return Actor(init=jax.jit(init), select_action=jax.jit(select_action),
-                 observe=jax.jit(observe), observe_and_select=jax.jit(observe_and_select),
-                 window=K)
+                 # Not donating `state`: its arrays are tiny, and aliasing them makes XLA copy
+                 # each before updating it (more kernels per step than fresh outputs).
+                 observe=jax.jit(observe), step=jax.jit(step), window=K)
+
+
+class ActorPolicy:
+    """The actor as `EnvRunner` drives it: `reset(obs, seed)` after the envs reset,
+    `select() -> (actions, extras)` before each env step, `observe(rewards, next_obs, fresh)`
+    after it. The window, recurrent state and RNG stay on the device; each step is one
+    jitted call (`Actor.step`), and only the actions and the recorded outputs come back.
+
+    Args:
+      policy: a `rljax_offline.models.policy.Policy` (or anything with `apply(params, obs)`
+        and `is_stateful`; recurrent: `forward`, `initial_state`).
+      params: its parameters (settable between steps: `actor.params = new`).
+      spaces: the env's `Spaces`.
+      env_to_module, module_to_env: connector pipelines (see `make_actor`).
+      env_to_module_state: the fitted env-to-module state (settable: `actor.e2m_state`).
+      lookback: how many past steps env-to-module reads, at least the pipeline's `lookback`.
+      explore: sample actions (True) or act greedily (False).
+    """
+
+    def __init__(self, policy, params, spaces: Spaces, env_to_module: Connector | None = None,
+                 env_to_module_state: Any = None, module_to_env: Connector | None = None, *,
+                 lookback: int = 0, explore: bool = False):
+        self.explore, self.spaces = explore, spaces
+        self.actor = make_actor(policy, spaces, env_to_module, module_to_env,
+                                env_to_module_state=env_to_module_state, lookback=lookback,
+                                explore=explore)
+        self.params = params
+        self._e2m_state = env_to_module_state
+        self._state: ActorState | None = None
+        self._observed = None
+
+    @property
+    def params(self):
+        return self._params
+
+    @params.setter
+    def params(self, params):
+        self._params = jax.device_put(params)  # once, not on every step
+
+    @property
+    def e2m_state(self):
+        return self._e2m_state
+
+    @e2m_state.setter
+    def e2m_state(self, e2m_state):
+        self._e2m_state = e2m_state
+        if self._state is not None and e2m_state is not None:
+            self._state = self._state._replace(pipeline_state=jax.device_put(e2m_state))
+
+    def running(self, num_envs: int) -> bool:
+        """Whether the actor holds the windows of `num_envs` running envs."""
+        return self._state is not None and int(self._state.t.shape[0]) == num_envs
+
+    def reset(self, obs, seed: int) -> None:
+        """Every env was reset to `obs` (`[N, ...]`); `seed` seeds the action sampling."""
+        self._state = self.actor.init(obs, jax.random.PRNGKey(seed))
+        if self._e2m_state is not None:
+            self._state = self._state._replace(pipeline_state=jax.device_put(self._e2m_state))
+        self._observed = None
+
+    def observe(self, rewards, next_obs, fresh) -> None:
+        """The env step that followed `select()`: its rewards and next observations; `fresh`
+        marks the envs whose `next_obs` is a reset observation. Runs with the next select."""
+        self._observed = (np.array(rewards, np.float32), next_obs, np.array(fresh, bool))
+
+    def select(self) -> tuple[np.ndarray, dict]:
+        """The actions for the envs' current observations, and the outputs to record."""
+        if self._state is None:
+            raise RuntimeError("ActorPolicy.select() before reset(obs, seed)")
+        if self._observed is None:
+            out = self.actor.select_action(self._params, self._state)
+        else:
+            out = self.actor.step(self._params, self._state, *self._observed)
+            self._observed = None
+        actions, extras, self._state = out
+        # np.asarray per output: on CPU ~10x cheaper per call than one jax.device_get
+        return np.asarray(actions), jax.tree_util.tree_map(np.asarray, extras)

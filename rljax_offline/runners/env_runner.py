@@ -1,10 +1,15 @@
 """`EnvRunner`: steps gymnasium vector envs with a policy and produces `Episode`s.
 
-The policy is either any callable `obs_batch -> actions` (or `-> (actions, extra_outputs)`,
-e.g. a scripted expert) or an object with `act(builders, seed) -> (actions, extras)` that sees
-the episodes so far (`ConnectorPolicy` in `rljax_offline.runners.acting` runs env-to-module ->
-module -> module-to-env as one jitted function). Passing `env_to_module=` / `module_to_env=`
-pipelines wraps a plain callable module between them (`PipelinePolicy`).
+The policy is one of
+* an `ActorPolicy` (`rljax_offline.runners.actor`; what `Algorithm.actor()` returns): env-to-module
+  -> module -> module-to-env on the device, one jitted call a step, lookback window and
+  recurrent state kept on the device; its `action_logp`, `action_dist_inputs` and `state_out`
+  are recorded per step;
+* any callable `obs_batch -> actions` (or `-> (actions, extra_outputs)`), e.g. a scripted
+  expert; with `env_to_module=` / `module_to_env=` pipelines it runs between them, inside
+  the actor (it must then be traceable by `jax.jit`);
+* an object with `act(builders, seed) -> (actions, extras)` that sees the episodes so far
+  (`BehaviorPolicy`, which tags each episode with its behaviour).
 
 Vector envs use gymnasium's NEXT_STEP autoreset: the step after an episode ends only resets
 that sub-env; the runner drops that step's action and starts a new episode from its obs.
@@ -19,11 +24,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import gymnasium as gym
-import jax
 import numpy as np
 
 from rljax_offline.episode import Episode
 from rljax_offline.episode_builder import EpisodeBuilder
+from rljax_offline.runners.actor import ActorPolicy, ModulePolicy
 
 
 def make_vector_env(env: Any, num_envs: int,
@@ -48,7 +53,7 @@ class EnvRunner:
       num_envs: vectorised env copies stepped together (one policy call per step).
       seed: seeds the envs' resets (episode k of env i is reproducible) and the policy RNG.
       env_to_module, module_to_env: optional connector pipelines around a plain `policy`
-        (see `PipelinePolicy`); `env_to_module_state` their fitted state (else fresh),
+        (see `ActorPolicy`); `env_to_module_state` their fitted state (else fresh),
         `lookback` the past steps env-to-module reads, `explore` sample instead of greedy.
     """
 
@@ -64,11 +69,10 @@ class EnvRunner:
         self.action_space = self.venv.single_action_space
         if env_to_module is not None or module_to_env is not None:
             from rljax_offline.connectors import Spaces
-            from rljax_offline.runners.acting import PipelinePolicy
 
-            self.policy = PipelinePolicy(
-                policy, Spaces.of(self.observation_space, self.action_space), env_to_module,
-                module_to_env, env_to_module_state=env_to_module_state, lookback=lookback,
+            self.policy = ActorPolicy(
+                ModulePolicy(policy), None, Spaces.of(self.observation_space, self.action_space),
+                env_to_module, env_to_module_state, module_to_env, lookback=lookback,
                 explore=explore)
         self._rng = np.random.default_rng(seed)
         self._resets = 0
@@ -76,9 +80,16 @@ class EnvRunner:
     def close(self) -> None:
         self.venv.close()
 
+    def _seed(self) -> int:
+        return int(self._rng.integers(2**31))
+
     def _act(self, builders: list[EpisodeBuilder], obs: np.ndarray):
-        if hasattr(self.policy, "act"):
-            out = self.policy.act(builders, int(self._rng.integers(2**31)))
+        if isinstance(self.policy, ActorPolicy):
+            if not self.policy.running(self.num_envs):  # a new actor mid-stream: no lookback
+                self.policy.reset(obs, self._seed())
+            out = self.policy.select()
+        elif hasattr(self.policy, "act"):
+            out = self.policy.act(builders, self._seed())
         else:
             out = self.policy(obs)
         actions, extras = out if isinstance(out, tuple) else (out, None)
@@ -100,7 +111,9 @@ class EnvRunner:
         self._resets += 1
         builders = [self._new_builder() for _ in range(self.num_envs)]
         for i, b in enumerate(builders):
-            b.add_env_reset(obs[i])
+            b.add_env_reset(_row(obs, i))
+        if isinstance(self.policy, ActorPolicy):
+            self.policy.reset(obs, self._seed())
         return obs, builders, np.zeros(self.num_envs, bool)
 
     def _step_all(self, builders: list[EpisodeBuilder], obs, pending: np.ndarray):
@@ -110,19 +123,19 @@ class EnvRunner:
         steps recorded (envs that only reset, NEXT_STEP autoreset, record none)."""
         actions, extras = self._act(builders, obs)
         obs, rew, term, trunc, _ = self.venv.step(actions)
+        if isinstance(self.policy, ActorPolicy):
+            self.policy.observe(rew, obs, pending)  # pending: these envs only reset
         done, steps = [], 0
         for i in range(self.num_envs):
             if pending[i]:  # NEXT_STEP autoreset: this step only reset env i
                 builders[i] = self._new_builder()
-                builders[i].add_env_reset(obs[i])
+                builders[i].add_env_reset(_row(obs, i))
                 pending[i] = False
                 continue
-            emo = None if extras is None else {  # nested outputs too (state_out)
-                k: jax.tree_util.tree_map(lambda x, i=i: np.asarray(x)[i], v)
-                for k, v in extras.items()}
-            builders[i].add_env_step(obs[i], actions[i], float(rew[i]),
+            builders[i].add_env_step(_row(obs, i), actions[i], float(rew[i]),
                                      terminated=bool(term[i]), truncated=bool(trunc[i]),
-                                     extra_model_outputs=emo)
+                                     extra_model_outputs=None if extras is None
+                                     else _row(extras, i))
             steps += 1
             if term[i] or trunc[i]:
                 pending[i] = True
@@ -213,6 +226,18 @@ class EnvRunner:
                 bar.update(1 if num_timesteps is None else len(ep))
         bar.close()
         return writer.close()
+
+
+def _row(tree, i: int):
+    """Env `i`'s row of a batch: an array, or a dict / tuple of them (Dict observations,
+    nested extra outputs such as `state_out`)."""
+    if isinstance(tree, np.ndarray):
+        return tree[i]
+    if isinstance(tree, dict):
+        return {k: _row(v, i) for k, v in tree.items()}
+    if isinstance(tree, tuple | list):
+        return type(tree)(_row(v, i) for v in tree)
+    return np.asarray(tree)[i]
 
 
 def episode_stats(episodes: list[Episode]) -> dict:
