@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import rljax_offline.algorithms.registry as registry
-from rljax_offline import compilation_cache, distributed
+from rljax_offline import compilation_cache, distributed, host_memory
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.batch import EpisodeBatch
 from rljax_offline.connectors import (
@@ -278,6 +278,9 @@ class Algorithm:
             self.num_timesteps = self._data.num_rows
             self.num_episodes = self._data.num_episodes or len(episodes)
         else:
+            # Large buffers come and go every batch: keep them out of malloc's arenas, where
+            # they fragment and the resident set creeps up (see host_memory).
+            host_memory.fixed_mmap_threshold()
             # The prefetch thread's generator holds the algorithm weakly: an algorithm that
             # is dropped without stop() is still collected, and its thread then ends.
             batches = Algorithm._global_batches(weakref.proxy(self))

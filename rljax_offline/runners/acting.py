@@ -60,8 +60,11 @@ class ConnectorPolicy:
         if policy.is_stateful:
             self.lookback = max(self.lookback, 1)  # the latest state_out rides in the lookback
 
-        def act(params, e2m_state, m2e_state, episodes, rng):
-            ctx = Context(rng=rng, explore=explore, params=params, frozen=True)
+        def act(params, e2m_state, m2e_state, episodes, seed):
+            # The key is made inside: an eager PRNGKey is two more programs and a dispatch
+            # per step.
+            ctx = Context(rng=jax.random.PRNGKey(seed), explore=explore, params=params,
+                          frozen=True)
             episodes, batch, _ = env_to_module.apply(e2m_state, episodes, {}, ctx)
             extras = {}
             if policy.is_stateful:
@@ -82,7 +85,7 @@ class ConnectorPolicy:
         if self.policy.is_stateful:
             episodes = _with_latest_state_out(episodes, builders, self.policy.initial_state())
         actions, extras = self._act(self.params, self.e2m_state, self.m2e_state, episodes,
-                                    jax.random.PRNGKey(seed))
+                                    np.int32(seed))
         return np.asarray(actions), jax.tree_util.tree_map(np.asarray, extras)
 
 
