@@ -99,6 +99,7 @@ def main(argv=None):
             .evaluation(evaluation_interval=0).build())
     algo.train()  # the first iteration compiles
     jax.block_until_ready(algo.state.params)
+    rss_after_first = peak_rss_mb()
     t0 = time.perf_counter()
     for _ in range(args.iterations):
         r = algo.train()
@@ -119,6 +120,7 @@ def main(argv=None):
         "speedup_vs_rllib": round(RLLIB_SECONDS_PER_ITERATION / per_1024, 1),
         "policy_loss": float(r["learners"]["default_policy"]["policy_loss"]),
         "peak_rss_mb": round(peak_rss_mb(), 1),
+        "peak_rss_mb_after_first_iteration": round(rss_after_first, 1),
         "peak_rss_mb_after_generating": round(rss_after_generate, 1)}))
 
 
