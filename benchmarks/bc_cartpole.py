@@ -1,8 +1,7 @@
 """Benchmark: from the Parquet files of a 500-episode CartPole expert recording to an
 evaluation return >= 450, for a cold process with an empty compilation cache and again with
 the cache warm, each timed in parts: import, build (`config.build()`), read (the files to
-learner columns on the devices; the initial state compiles beside it, in the background, and
-reading waits for it at the end), compile (every XLA compile or persistent-cache load,
+learner columns on the devices), compile (every XLA compile or persistent-cache load,
 wherever it happened), train (the updates, compile excluded), evaluate (the env episodes,
 compile excluded). RLlib 2.60 took 85.7 s (median) for the same on this machine kind.
 

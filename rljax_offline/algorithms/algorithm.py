@@ -22,8 +22,6 @@ timesteps.
 
 from __future__ import annotations
 
-import concurrent.futures
-import threading
 import time
 import weakref
 from collections.abc import Iterator
@@ -102,30 +100,6 @@ def _json_files(input_: Any) -> list[str]:
     return files
 
 
-def _initial_state(algo: Algorithm) -> concurrent.futures.Future:
-    """The algorithm's initial `TrainState`, compiled and put on the devices by a background
-    thread (in line in a multi-process run, whose device placement is collective)."""
-    connector_state = algo.learner_connector.init(algo.spaces)
-
-    def make():
-        return algo.dp.put_replicated(init_state(algo.learner, algo.config.seed,
-                                                 connector_state=connector_state))
-
-    future: concurrent.futures.Future = concurrent.futures.Future()
-    if algo.multi_process:
-        future.set_result(make())
-        return future
-
-    def run():
-        try:
-            future.set_result(make())
-        except BaseException as e:  # noqa: BLE001 - raised where the state is first used
-            future.set_exception(e)
-
-    threading.Thread(target=run, name="rljax-offline-init").start()
-    return future
-
-
 class _PolicyView:
     """What acting needs of a learner, in the shape `ConnectorPolicy` takes (a policy with
     `apply(params, obs)`, `dist`, and for recurrent policies `forward`/`initial_state`): the
@@ -171,9 +145,8 @@ class Algorithm:
         self.devices = select_devices(config.num_devices)
         self.dp = DataParallel(self.learner, self.devices, config.train_batch_size_per_learner,
                                mode=config.update_mode)
-        self._state: TrainState | None = None
-        self._state_lock = threading.Lock()
-        self._state_future = _initial_state(self)
+        self.state: TrainState = self.dp.put_replicated(init_state(
+            self.learner, config.seed, connector_state=self.learner_connector.init(self.spaces)))
         self.iteration = 0
         self.history: list[dict] = []
         self._learner_apply = jax.jit(self.learner_connector.apply)
@@ -187,27 +160,6 @@ class Algorithm:
         self._actor = None
         self._runner = None
         self.timers: dict[str, float] = {}
-
-    @property
-    def state(self) -> TrainState:
-        """The training state (networks, optimizer states, RNG, step, connector state). The
-        initial one is compiled in the background while the caller goes on to read the data
-        (XLA compiles without the GIL); the first use waits for it and raises its error."""
-        future = self._state_future
-        if future is not None:  # the prefetch thread may ask too: both wait, one stores
-            result = future.result()
-            with self._state_lock:
-                if self._state_future is future:
-                    self._state, self._state_future = result, None
-        return self._state
-
-    @state.setter
-    def state(self, value: TrainState) -> None:
-        future = self._state_future
-        if future is not None:
-            future.result()  # its error first; never leave it running beside the new state
-        with self._state_lock:
-            self._state, self._state_future = value, None
 
     @property
     def algo_name(self) -> str:
