@@ -88,6 +88,8 @@ def child(args) -> dict:
         "train_s": round(train_s - compile_s.get("train", 0.0), 3),
         "evaluate_s": round(eval_s - compile_s.get("evaluate", 0.0), 3),
         "first_train_s": round(first_train, 3), "total_s": round(total, 3),
+        # user + system CPU seconds of this process: less swayed by others' load than wall time
+        "process_cpu_s": round(sum(os.times()[:2]), 3),
         "iterations": algo.iteration, "updates": algo.iteration * args.updates_per_iteration,
         "final_return": ret, "reached_450": ret >= 450}
 
@@ -107,6 +109,7 @@ def main():
     from _common import cartpole_recording
 
     data = cartpole_recording(500, output_max_rows_per_file=100)
+    load_before = round(os.getloadavg()[0], 2)
     out = {}
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "RLJAX_OFFLINE_COMPILATION_CACHE": cache}
@@ -120,11 +123,15 @@ def main():
             out[run] = json.loads(p.stdout.strip().splitlines()[-1])
             out[run]["process_wall_s"] = round(time.perf_counter() - t0, 3)
     cold, warm = out["cold"], out["warm"]
-    out["targets"] = {
-        "cold_total_s": [cold["total_s"], TARGETS["cold_total_s"]],
-        "warm_total_s": [warm["total_s"], TARGETS["warm_total_s"]],
-        "build_s (warm)": [warm["build_s"], TARGETS["build_s"]],
-        "first_train_s (warm)": [warm["first_train_s"], TARGETS["first_train_s"]]}
+    measured = {"cold_total_s": cold["total_s"], "warm_total_s": warm["total_s"],
+                "build_s": warm["build_s"], "first_train_s": warm["first_train_s"]}
+    out["targets (build and first train: warm)"] = {
+        k: f"{v} s (target <= {TARGETS[k]} s): " + ("met" if v <= TARGETS[k] else "missed")
+        for k, v in measured.items()}
+    # Others' work on a shared machine slows every phase: the 1-minute load average says how
+    # quiet it was (the figures are only comparable at a load well below the core count).
+    out["load_average_1min"] = {"before": load_before, "after": round(os.getloadavg()[0], 2),
+                                "cpu_count": os.cpu_count()}
     out["speedup_vs_rllib_85.7s"] = round(RLLIB_SECONDS / warm["total_s"], 1)
     print(json.dumps(out, indent=1))
 

@@ -1,6 +1,7 @@
 """CNN policies: RLlib's default filters per image size, uint8 frames kept uint8 until the
 device, and (slow) BC on a small synthetic image task."""
 
+import flax.linen as nn
 import gymnasium as gym
 import jax
 import numpy as np
@@ -10,6 +11,7 @@ from bc_testlib import learner_batch, train_bc
 from rljax_offline import Episode
 from rljax_offline.connectors import Spaces, default_learner, frame_stack
 from rljax_offline.models import cnn
+from rljax_offline.models.cnn import WholeMapConv
 from rljax_offline.models.policy import make_policy
 
 ACT = gym.spaces.Discrete(3)
@@ -79,3 +81,24 @@ def test_frame_stack_keeps_uint8_frames():
     assert pipe.out_spaces(spaces).observation.shape == (10, 10, 4)
     batch = learner_batch(pipe, spaces, episodes)
     assert batch["obs"].dtype == np.uint8 and batch["obs"].shape[1:] == (10, 10, 4)
+
+
+def test_whole_map_conv_is_the_valid_conv_it_replaces():
+    """RLlib's last 84x84 layer (11x11 kernel on an 11x11 map) runs as a matrix product:
+    same parameter tree and initial draws as `nn.Conv`, same outputs up to summation order."""
+    x = jax.numpy.asarray(np.random.default_rng(0).normal(size=(3, 11, 11, 32)), np.float32)
+    conv = nn.Conv(16, (11, 11), padding="VALID")
+    conv_params = conv.init(jax.random.PRNGKey(1), x)
+    whole_params = WholeMapConv(16).init(jax.random.PRNGKey(1), x)
+    assert jax.tree_util.tree_all(jax.tree_util.tree_map(
+        lambda a, b: a.shape == b.shape and bool((a == b).all()), conv_params, whole_params))
+    want, got = conv.apply(conv_params, x), WholeMapConv(16).apply(conv_params, x)
+    assert got.shape == want.shape == (3, 1, 1, 16)
+    # Two summation orders of 11*11*32 products: at most n * eps * sum(|x| |k|) apart.
+    k = conv_params["params"]["kernel"].reshape(-1, 16)
+    bound = k.shape[0] * np.finfo(np.float32).eps * (np.abs(x).reshape(3, -1) @ np.abs(k))
+    assert (np.abs(np.asarray(got - want)).reshape(3, 16) <= bound).all()
+    policy = make_policy(gym.spaces.Box(0, 255, (84, 84, 4), np.uint8), ACT)
+    params = jax.eval_shape(policy.init, jax.random.PRNGKey(0))
+    assert params["params"]["encoder"]["CNNEncoder_0"]["Conv_2"]["kernel"].shape == (
+        11, 11, 32, 256)

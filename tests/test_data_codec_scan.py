@@ -87,3 +87,19 @@ def test_payload_length_mismatch_in_later_item_is_refused():
                                         b"shape": [2], b"data": b"\x00" * 7}
     with pytest.raises(OfflineDataError, match="need 8 bytes each, but the payloads differ"):
         codec.decode_episode(codec.encode_state(state))
+
+
+def test_finalized_rows_skip_the_scan_even_with_per_step_infos(rllib_fixtures):
+    """Our layout keeps `infos` a per-step list (of empty maps) beside one array a buffer: no
+    scan is tried (it would walk the whole row to find no list), and the row decodes."""
+    from rljax_offline.data.msgpack_scan import _PER_STEP_LIST
+
+    rllib_blob = fixture_blobs(rllib_fixtures, n=1)[0]
+    assert _PER_STEP_LIST.search(rllib_blob) is not None
+    ep = Episode(observations=np.zeros((4, 3), np.float32), actions=np.arange(3),
+                 rewards=np.ones(3, np.float32))
+    ours = codec.encode_episode(ep)
+    assert b"\xa9finalized\xc2" in ours  # the infos buffer stays a list
+    assert _PER_STEP_LIST.search(ours) is None and scan(ours) is None
+    np.testing.assert_array_equal(codec.decode_episode(ours).get_observations(),
+                                  ep.get_observations())

@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import rljax_offline.algorithms.registry as registry
-from rljax_offline import compilation_cache, distributed
+from rljax_offline import compilation_cache, distributed, host_memory
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.stream import CursorTracker, StreamCursor, stream_batches
 from rljax_offline.batch import EpisodeBatch
@@ -327,6 +327,9 @@ class Algorithm:
                                   else self._data.num_rows)
             self.num_episodes = self._data.num_episodes or len(episodes)
         else:
+            # Large buffers come and go every batch: keep them out of malloc's arenas, where
+            # they fragment and the resident set creeps up (see host_memory).
+            host_memory.fixed_mmap_threshold()
             start = self._resume_cursor or StreamCursor(
                 replay_state=jax.device_get(self.state.connector_state))
             # The prefetch thread's generator holds the algorithm weakly: an algorithm that

@@ -16,6 +16,7 @@ length), and every other item is byte-for-byte the same header, so the same chec
 from __future__ import annotations
 
 import os
+import re
 import struct
 
 import msgpack
@@ -27,7 +28,11 @@ _EXT_CODE = 117
 _BUFFER_KEYS = (b"\xacobservations", b"\xa7actions", b"\xa7rewards")
 _EMO_KEY = b"\xb3extra_model_outputs"
 _DATA_KEY = b"\xa4data"
-_NOT_FINALIZED = b"\xa9finalized\xc2"
+#: A buffer's `data` key followed by a non-empty list whose first item is a msgpack-numpy map
+#: or a float: a per-step list worth scanning. Finalized rows (one array a buffer) never match,
+#: even where their `infos` stay a list (of maps that are empty).
+_PER_STEP_LIST = re.compile(rb"\xa4data(?:[\x91-\x9f]|\xdc[\s\S]{2}|\xdd[\s\S]{4})"
+                            rb"[\x81-\x8f\xcb]")
 #: msgpack values of one byte (fixints, empty map/array/str, nil, bools).
 _ONE_BYTE = np.zeros(256, bool)
 _ONE_BYTE[list(range(0x00, 0x80)) + [0x80, 0x90, 0xa0, 0xc0, 0xc2, 0xc3]
@@ -122,7 +127,7 @@ def decode_with_scan(blob: bytes, check_map, decode_tree) -> dict | None:
     """Decodes one episode row with its per-step lists vectorised; None when it does not fit
     the pattern (the caller then decodes it the general way)."""
     blob = bytes(blob)
-    if _NOT_FINALIZED not in blob:  # finalized rows hold one array a buffer: nothing to scan
+    if _PER_STEP_LIST.search(blob) is None:  # nothing to scan: a walk would find no list
         return None
     try:
         return _decode(blob, check_map, decode_tree)

@@ -200,7 +200,7 @@ def make_policy(obs_spec: Any, act_spec: Any, fcnet_hiddens: Sequence[int] = (25
 
     net = EncoderHead(encoder, dist.dist_dim) if image else MLP(
         hiddens, cfg["fcnet_activation"], dist.dist_dim, 0.01)
-    dummy = jnp.zeros((1, *obs_shape), obs_dtype)
+    dummy = np.zeros((1, *obs_shape), obs_dtype)  # numpy: no eager programs to compile
     prepare = (lambda obs: jnp.asarray(obs)) if image else (
         lambda obs: encode_observations(obs_spec, jnp.asarray(obs)))
 

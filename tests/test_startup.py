@@ -1,0 +1,65 @@
+"""Start-up footprint (issue 13, fast start): what a BC run imports and how many XLA programs
+it compiles. Each check runs in a fresh interpreter, so no earlier test's imports or jit
+caches hide anything; the persistent compilation cache is off there."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import FIXTURES, REPO
+
+# Never needed to train or evaluate: plotting, logging back ends, datasets and dataframes.
+NOT_FOR_TRAINING = ("matplotlib", "tensorboardX", "pyarrow.dataset", "pandas", "minari",
+                    "wandb", "mlflow")
+
+_RUN = """
+import json, sys
+import jax
+
+compiles = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, duration, **kw: compiles.append(phase[0])
+    if event == "/jax/core/compile/backend_compile_duration" else None)
+phase = ["import"]
+import rljax_offline
+after_import = sorted(m for m in {names} if m in sys.modules)
+from rljax_offline import BCConfig
+phase[0] = "build"
+algo = (BCConfig().environment("CartPole-v1").offline_data(input_={data!r})
+        .training(train_batch_size_per_learner=64, num_updates_per_iteration=2)
+        .evaluation(evaluation_interval=0, evaluation_num_envs=2).build())
+phase[0] = "read"
+algo.load_data()
+phase[0] = "train"
+algo.train()
+phase[0] = "evaluate"
+algo.evaluate(2)
+print(json.dumps({{"after_import": after_import,
+                  "after_run": sorted(m for m in {names} if m in sys.modules),
+                  "compiles": {{p: compiles.count(p) for p in set(compiles)}}}}))
+"""
+
+
+@pytest.fixture(scope="module")
+def bc_run():
+    code = _RUN.format(names=NOT_FOR_TRAINING, data=str(FIXTURES / "episodes"))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RLJAX_OFFLINE_COMPILATION_CACHE": "0",
+           "XLA_FLAGS": ""}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_training_and_evaluating_import_no_plotting_logging_or_dataset_modules(bc_run):
+    assert bc_run["after_import"] == []
+    assert bc_run["after_run"] == []
+
+
+def test_one_program_each_for_init_learner_pipeline_updates_and_acting(bc_run):
+    # No eager op compiles a small program of its own along the way: build compiles the
+    # init program alone, reading the learner pipeline, train() the updates' scan and the
+    # evaluation one jitted acting step.
+    assert bc_run["compiles"] == {"build": 1, "read": 1, "train": 1, "evaluate": 1}
