@@ -42,7 +42,8 @@ def test_help_shows_defaults_and_examples(command, capsys):
 def test_train_help_names_its_defaults():
     _, sub = subcommands()
     text = " ".join(sub.choices["train"].format_help().split())
-    assert "(default: 1024)" in text and "(default: rljax_runs/bc)" in text
+    assert "1024 for BC and MARWIL, 256 for CQL and IQL" in text
+    assert "(default: rljax_runs/bc)" in text
 
 
 def test_readme_cli_reference_matches_help():

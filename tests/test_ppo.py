@@ -106,7 +106,9 @@ def test_fine_tuning_starts_from_the_bc_policy_with_a_warm_value(recorded, tmp_p
         np.testing.assert_array_equal(a, b)
     assert algo.config.input_ == recorded  # the checkpoint's data, for the warm-up
     warm = algo.warmup_metrics
-    assert warm["vf_loss"] < 0.1 * warm["vf_loss_mean"], warm
+    # The last update's loss far under the mean over the warm-up's updates (the early ones
+    # regress returns near 100 from an untrained V); first train's explained variance > 0.
+    assert warm["vf_loss"] < 0.2 * warm["vf_loss_mean"], warm
     first = algo.train()
     assert first["learners"]["default_policy"]["vf_explained_var"] > 0.0
     assert first["fine_tuned_from"] == str(tmp_path / "bc")

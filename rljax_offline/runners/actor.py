@@ -51,6 +51,7 @@ class ActorState(NamedTuple):
 
 class Actor(NamedTuple):
     init: Callable          # (first_obs, rng) -> ActorState
+    blank: Callable         # (first_obs, rng) -> the state before any observation (host)
     select_action: Callable  # (params, state) -> (actions_for_env, extras, state)
     observe: Callable       # (state, rewards, next_obs, fresh) -> state
     step: Callable          # observe then select_action, one device call
@@ -95,21 +96,30 @@ def make_actor(policy, spaces: Spaces, env_to_module: Connector | None = None,
     act_shape = tuple(spaces.action.shape)
     act_dtype = jax.dtypes.canonicalize_dtype(np.dtype(spaces.action.dtype))
 
-    def init(first_obs, rng) -> ActorState:
-        first_obs = jax.tree_util.tree_map(jnp.asarray, first_obs)
-        n = jax.tree_util.tree_leaves(first_obs)[0].shape[0]
+    def blank(first_obs, rng) -> ActorState:
+        """The state of `N` envs before their first observation: zeros of the right shapes,
+        made with numpy on the host (no device program); `observe` with every env `fresh`
+        then puts the reset observations in."""
+        n = np.shape(jax.tree_util.tree_leaves(first_obs)[0])[0]
         obs = jax.tree_util.tree_map(
-            lambda x: jnp.zeros((n, K + 1, *x.shape[1:]), x.dtype).at[:, K].set(x), first_obs)
+            lambda x: np.zeros((n, K + 1, *np.shape(x)[1:]), jax.dtypes.canonicalize_dtype(
+                x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype)), first_obs)
         initial = policy.initial_state() if stateful else ()
-        states = jax.tree_util.tree_map(lambda x: jnp.zeros((n, K, *x.shape), x.dtype), initial)
-        chosen = (jnp.zeros((n, *act_shape), act_dtype), jax.tree_util.tree_map(
-            lambda x: jnp.zeros((n, *x.shape), x.dtype), initial))
+        states = jax.tree_util.tree_map(lambda x: np.zeros((n, K, *np.shape(x)), x.dtype),
+                                        initial)
+        chosen = (np.zeros((n, *act_shape), act_dtype), jax.tree_util.tree_map(
+            lambda x: np.zeros((n, *np.shape(x)), x.dtype), initial))
         # Without a window (K == 0) there are no past actions, rewards or lookback lengths to
         # carry, and greedy acting needs no key: no state leaves (and no kernels) for them.
-        return ActorState(obs, jnp.zeros((n, K, *act_shape), act_dtype) if K else None,
-                          jnp.zeros((n, K), jnp.float32) if K else None, states,
-                          jnp.zeros(n, jnp.int32) if K else None, jnp.zeros(n, jnp.int32),
-                          chosen, jnp.asarray(rng) if explore else None, e2m_state)
+        return ActorState(obs, np.zeros((n, K, *act_shape), act_dtype) if K else None,
+                          np.zeros((n, K), np.float32) if K else None, states,
+                          np.zeros(n, np.int32) if K else None, np.zeros(n, np.int32),
+                          chosen, rng if explore else None, e2m_state)
+
+    def init(first_obs, rng) -> ActorState:
+        n = jax.tree_util.tree_leaves(first_obs)[0].shape[0]
+        return observe(blank(first_obs, rng), jnp.zeros(n, jnp.float32), first_obs,
+                       jnp.ones(n, bool))
 
     def view(state: ActorState) -> EpisodeBatch:
         n = state.t.shape[0]
@@ -183,10 +193,19 @@ def make_actor(policy, spaces: Spaces, env_to_module: Connector | None = None,
     def step(params, state, rewards, next_obs, fresh):
         return select_action(params, observe(state, rewards, next_obs, fresh))
 
-    return Actor(init=jax.jit(init), select_action=jax.jit(select_action),
+    return Actor(init=jax.jit(init), blank=blank, select_action=jax.jit(select_action),
                  # Not donating `state`: its arrays are tiny, and aliasing them makes XLA copy
                  # each before updating it (more kernels per step than fresh outputs).
                  observe=jax.jit(observe), step=jax.jit(step), window=K)
+
+
+def host_key(seed: int):
+    """`jax.random.PRNGKey(seed)` built on the host where that is exact (the default threefry
+    key of a seed in [0, 2**31) is `[0, seed]`), so making it compiles no device program."""
+    if (jax.config.jax_default_prng_impl == "threefry2x32"
+            and not jax.config.jax_enable_custom_prng and 0 <= int(seed) < 2**31):
+        return np.array([0, int(seed)], np.uint32)
+    return jax.random.PRNGKey(seed)
 
 
 class ActorPolicy:
@@ -242,10 +261,13 @@ class ActorPolicy:
 
     def reset(self, obs, seed: int) -> None:
         """Every env was reset to `obs` (`[N, ...]`); `seed` seeds the action sampling."""
-        self._state = self.actor.init(obs, jax.random.PRNGKey(seed))
+        # The reset observations go in with the first select(), in the one jitted step: a
+        # reset compiles and dispatches nothing of its own.
+        self._state = self.actor.blank(obs, host_key(seed))
         if self._e2m_state is not None:
-            self._state = self._state._replace(pipeline_state=jax.device_put(self._e2m_state))
-        self._observed = None
+            self._state = self._state._replace(pipeline_state=self._e2m_state)
+        n = self._state.t.shape[0]
+        self._observed = (np.zeros(n, np.float32), obs, np.ones(n, bool))
 
     def observe(self, rewards, next_obs, fresh) -> None:
         """The env step that followed `select()`: its rewards and next observations; `fresh`
