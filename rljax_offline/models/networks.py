@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from rljax_offline import spaces as sp
 from rljax_offline.models import recurrent
@@ -85,7 +86,7 @@ def _network(obs_spec: Any, out_dim: int, model_config: dict | None, *,
     if not is_recurrent(mc):
         net = MLP(tuple(int(h) for h in mc["fcnet_hiddens"]), mc["fcnet_activation"],
                   int(out_dim), final_scale)
-        dummy = jnp.zeros((1, sp.flat_dim(obs_spec) + act_dim), jnp.float32)
+        dummy = np.zeros((1, sp.flat_dim(obs_spec) + act_dim), np.float32)  # no program
 
         def features(params, obs):
             return encode_observations(obs_spec, jnp.asarray(obs))
@@ -114,7 +115,7 @@ def _network(obs_spec: Any, out_dim: int, model_config: dict | None, *,
         k1, k2 = jax.random.split(rng)
         return {"trunk": trunk.init(k1, *recurrent.dummy_inputs(cell_type, cell_size,
                                                                 obs_shape, obs_dtype)),
-                "head": head_net.init(k2, jnp.zeros((1, cell_size + act_dim), jnp.float32))}
+                "head": head_net.init(k2, np.zeros((1, cell_size + act_dim), np.float32))}
 
     def forward(params, seq):
         return trunk.apply(params["trunk"], jnp.asarray(seq["obs"]), seq["state_in"],

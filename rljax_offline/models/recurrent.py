@@ -16,6 +16,7 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from rljax_offline.models.encoders import head_init
 
@@ -24,7 +25,8 @@ def initial_state(cell_type: str, cell_size: int, batch_size: int | None = None)
     """Zeros of the state's structure; per item `[cell]`, or `[batch_size, cell]`."""
     shape = (cell_size,) if batch_size is None else (batch_size, cell_size)
     keys = ("h", "c") if cell_type == "lstm" else ("h",)
-    return {k: jnp.zeros(shape, jnp.float32) for k in keys}
+    # numpy: a constant wherever it is used, and no device program of its own when built
+    return {k: np.zeros(shape, np.float32) for k in keys}
 
 
 class RecurrentNet(nn.Module):
@@ -62,8 +64,8 @@ class RecurrentNet(nn.Module):
 
 def dummy_inputs(cell_type: str, cell_size: int, obs_shape, obs_dtype=jnp.float32):
     """Inputs of one sequence of one step, for `init`."""
-    return (jnp.zeros((1, 1, *obs_shape), obs_dtype), initial_state(cell_type, cell_size, 1),
-            jnp.ones(1, jnp.int32))
+    return (np.zeros((1, 1, *obs_shape), obs_dtype), initial_state(cell_type, cell_size, 1),
+            np.ones(1, np.int32))
 
 
 def seq_lens_or_full(batch: dict) -> jax.Array:
