@@ -162,10 +162,14 @@ def test_clip_rewards():
 
 
 @pytest.mark.parametrize("jit", [True, False])
-def test_add_time_dim_and_states_reference(jit):
+@pytest.mark.parametrize("lengths,S", [((7, 3, 10), 4), ((1, 1, 1), 4), ((7, 3, 10), 1)],
+                         ids=["mixed", "all-length-1", "max_seq_len-1"])
+def test_add_time_dim_and_states_reference(jit, lengths, S):
+    """Also where a timestep column and a per-sequence one have the same number of rows
+    (episodes of one step, or sequences of one step): `state_in` stays one per sequence."""
     rng = np.random.default_rng(9)
     eps = []
-    for i, T in enumerate((7, 3, 10)):
+    for i, T in enumerate(lengths):
         L = i % 2
         eps.append(Episode(observations=rng.normal(size=(T + L + 1, 3)).astype(np.float32),
                            actions=rng.integers(0, 3, T + L),
@@ -174,7 +178,6 @@ def test_add_time_dim_and_states_reference(jit):
                                size=(T + L, 2)).astype(np.float32)},
                            len_lookback_buffer=L, t_started=3 * L, observation_space=OBS,
                            action_space=ACT))
-    S = 4
     init = {"h": np.full(2, 0.5, np.float32)}
     eps = [ep.replace(extra_model_outputs={"state_out": {"h": ep.extra_model_outputs[
         "state_out"]}}) for ep in eps]

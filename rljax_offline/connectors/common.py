@@ -90,13 +90,16 @@ def add_time_dim(max_seq_len: int, as_learner_connector: bool = True) -> Connect
         K = num_sequences(T, S)
 
         def split(x):
-            if x.shape[0] != B * T:  # not a timestep column (e.g. state_in): leave it
+            if x.shape[0] != B * T:  # not a timestep column: leave it
                 return x
             x = x.reshape(B, T, *x.shape[1:])
             x = jnp.pad(x, [(0, 0), (0, K * S - T)] + [(0, 0)] * (x.ndim - 2))
             return x.reshape(B * K, S, *x.shape[2:])
 
-        out = {k: jax.tree_util.tree_map(split, v) for k, v in batch.items()}
+        # `state_in` is one per sequence by name: its row count can equal B * T (sequences
+        # of one step, or episodes of one), so its shape cannot tell.
+        out = {k: v if k == "state_in" else jax.tree_util.tree_map(split, v)
+               for k, v in batch.items()}
         starts = jnp.arange(K)[None, :] * S
         seq_lens = jnp.clip(episodes.lengths[:, None] - starts, 0, S).reshape(B * K)
         return episodes, {**out, "seq_lens": seq_lens.astype(jnp.int32)}
@@ -159,8 +162,11 @@ def add_states(max_seq_len: int | None = None, as_learner_connector: bool = True
                 f"{jax.tree_util.tree_structure(states)}, the initial state "
                 f"{jax.tree_util.tree_structure(init)}; they must match (e.g. "
                 "{'h': .., 'c': ..} for an LSTM)")
-        recorded = (prev >= -episodes.lookback_lengths[:, None]) & (prev < episodes.lengths[
-            :, None]) & ~fresh
+        # Learner: only sequences that start inside the episode (prev + 1 < length) take a
+        # recorded state; all-padding ones keep the initial state. Env-to-module: the state
+        # after the latest step (prev = length - 1).
+        last = episodes.lengths[:, None] - (1 if as_learner_connector else 0)
+        recorded = (prev >= -episodes.lookback_lengths[:, None]) & (prev < last) & ~fresh
         cols = jnp.clip(L + prev, 0, max(L + T - 1, 0))
 
         def gather(x, first):
