@@ -204,6 +204,14 @@ def _config_from_args(args):
              "num_updates_per_iteration": args.updates_per_iteration}
     training.update({k: v for k, v in given.items() if v is not None})
     offline = {} if cls.trains_online else dict(input_=_input(args), **_read_kwargs(args))
+    if args.shuffle_buffer_size is not None and not args.stream:
+        raise UsageError("--shuffle-buffer-size is for streamed data: add --stream")
+    if args.stream:
+        if cls.trains_online:
+            raise UsageError(f"--stream is for offline data; --algo {args.algo} trains online")
+        offline.update(materialize_data=False, materialize_mapped_data=False)
+        if args.shuffle_buffer_size is not None:
+            offline["shuffle_buffer_size"] = args.shuffle_buffer_size
     return (cls()
             .environment(args.env)
             .offline_data(**offline)
@@ -447,6 +455,14 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
     p.add_argument("--input", default=None, nargs="+",
                    help="Parquet files/folders/globs/URIs, or minari:DATASET_ID (every "
                         "algorithm but the online ones, e.g. ppo)")
+    p.add_argument("--stream", action="store_true",
+                   help="stream the episodes from the files through a shuffle buffer instead "
+                        "of keeping the data on the devices (RLlib's materialize_data=False "
+                        "and materialize_mapped_data=False); a resumed run goes on with "
+                        "exactly the batches it would have had")
+    p.add_argument("--shuffle-buffer-size", type=non_negative_int, default=None,
+                   help="with --stream: episodes in the shuffle buffer, reshuffled each "
+                        "epoch (default 0: the files' order)")
     p.add_argument("--env", default="CartPole-v1", type=env_id,
                    help="gymnasium env id the data comes from (spaces and evaluation)")
     p.add_argument("--iterations", type=positive_int, default=50,

@@ -146,3 +146,15 @@ def test_train_flags_left_out_keep_each_algorithms_defaults():
     ppo = config("--algo", "ppo", "--env", "CartPole-v1")
     assert ppo.input_ is None and ppo.trains_online
     assert ppo.train_batch_size_per_learner == type(ppo)().train_batch_size_per_learner
+
+
+def test_train_stream_flags_set_rllibs_materialize_options():
+    from rljax_offline.cli import _algo_of, _config_from_args, build_parser
+
+    argv = ["train", "--input", "x", "--stream", "--shuffle-buffer-size", "32"]
+    config = _config_from_args(build_parser(_algo_of(argv)).parse_args(argv))
+    assert not config.materialize_data and not config.materialize_mapped_data
+    assert config.streams_data and config.shuffle_buffer_size == 32
+    for argv in (["train", "--input", "x", "--shuffle-buffer-size", "8"],
+                 ["train", "--algo", "ppo", "--stream"]):
+        assert main(argv) == 2
