@@ -18,8 +18,6 @@ import concurrent.futures as cf
 import itertools
 import logging
 import os
-import queue
-import threading
 from collections.abc import Container, Iterator
 from typing import Any
 
@@ -32,6 +30,9 @@ from rljax_offline.data.errors import OfflineDataError
 from rljax_offline.data.files import as_data_error, display_name, open_parquet, resolve_files
 from rljax_offline.data.validate import check_episode
 from rljax_offline.episode import Episode
+from rljax_offline.prefetch import Prefetcher
+
+READ_AHEAD_THREAD = "rljax-offline-read-ahead"  # the thread that decodes episodes ahead
 
 _READ_ERRORS = (pa.ArrowInvalid, pa.ArrowIOError, OSError, EOFError)
 _log = logging.getLogger("rljax_offline.data")
@@ -190,7 +191,7 @@ def iter_episodes(input_: Any, *, input_read_episodes: bool = True,
         if start and on_bad_file == "raise":  # a resumed stream: skip without decoding
             stream = _resumed_episode_rows(files, start, shuffle_buffer_size, seed, reader,
                                            skipped, max_workers)
-            return _prefetched(stream, prefetch) if prefetch > 0 else stream
+            return _read_ahead(stream, prefetch)
         stream = (ep for eps in _read_files(files, reader, on_bad_file, skipped, max_workers)
                   for ep in eps)
     else:
@@ -204,9 +205,12 @@ def iter_episodes(input_: Any, *, input_read_episodes: bool = True,
         stream = _shuffled(stream, shuffle_buffer_size, seed)
     if start:
         stream = itertools.islice(stream, start, None)
-    if prefetch > 0:
-        stream = _prefetched(stream, prefetch)
-    return stream
+    return _read_ahead(stream, prefetch)
+
+
+def _read_ahead(stream: Iterator[Episode], prefetch: int) -> Iterator[Episode]:
+    """`stream` decoded `prefetch` episodes ahead on a background thread (0: as it is)."""
+    return Prefetcher(stream, size=prefetch, name=READ_AHEAD_THREAD) if prefetch > 0 else stream
 
 
 def read_episodes(input_: Any, **options) -> list[Episode]:
@@ -296,41 +300,3 @@ def _resumed_episode_rows(files: list, start: int, shuffle_buffer_size: int,
                 if shuffle_buffer_size > 0 else source)
 
 
-_DONE = object()
-
-
-def _prefetched(stream: Iterator[Episode], depth: int) -> Iterator[Episode]:
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def put(item) -> bool:
-        """Hands `item` over, giving up once the consumer has gone (a full queue must not
-        keep this thread alive after the consumer stopped)."""
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def work():
-        try:
-            for ep in stream:
-                if not put(ep):
-                    return
-            put(_DONE)
-        except BaseException as e:  # noqa: BLE001 - handed to the consumer below
-            put(e)
-
-    threading.Thread(target=work, daemon=True).start()
-    try:
-        while True:
-            item = q.get()
-            if item is _DONE:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()

@@ -35,8 +35,6 @@ import contextlib
 import contextvars
 import dataclasses
 import functools
-import queue
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
@@ -47,6 +45,8 @@ import optax
 from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
+
+from rljax_offline.prefetch import Prefetcher
 
 AXIS = "data"
 MODES = ("shard_map", "pmap", "jit")
@@ -722,103 +722,12 @@ def _last_and_mean(metrics: dict) -> dict:
 # ---------------------------------------------------------------------- streaming
 
 
-class _End(NamedTuple):
-    error: BaseException | None = None
-
-
-def _produce(batches: Iterable, put: Callable, out: queue.Queue, stop: threading.Event):
-    """The prefetch thread: host batches -> devices -> `out`, until the source ends, fails
-    or `stop` is set. Holds no reference to its `DevicePrefetcher`, so an abandoned one is
-    collected (and its thread stopped) like any object."""
-
-    def offer(item) -> bool:
-        while not stop.is_set():
-            try:
-                out.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    it = iter(batches)
-    try:
-        for batch in it:
-            if stop.is_set() or not offer(put(batch)):
-                return
-        offer(_End())
-    except BaseException as e:  # handed to the consumer, raised there
-        offer(_End(e))
-    finally:
-        close = getattr(it, "close", None)
-        if close is not None:
-            close()
-
-
-class DevicePrefetcher:
-    """An iterator of batches already on the devices: a background thread builds host
-    batches, puts them on the devices (host to device once) and keeps `size` of them
-    waiting (2: double-buffered), so reading, batching, the copy and the update overlap.
-
-    `close()` (also on exhaustion, on an error, on `with` exit and when the object is
-    collected) stops the thread and closes the source; errors in the source are raised by
-    `next()`."""
-
-    def __init__(self, batches: Iterable[dict], put: Callable, size: int = 2):
-        if size < 1:
-            raise ValueError(f"prefetch size must be >= 1, got {size}")
-        self._queue: queue.Queue = queue.Queue(maxsize=size)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=_produce, name="rljax-offline-prefetch",
-                                        args=(batches, put, self._queue, self._stop),
-                                        daemon=True)
-        self._done = False
-        self._thread.start()
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if self._done:
-            raise StopIteration
-        item = self._queue.get()
-        if isinstance(item, _End):
-            self.close()
-            if item.error is not None:
-                raise item.error
-            raise StopIteration
-        return item
-
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
-    def close(self, timeout: float = 10.0) -> None:
-        """Stops the thread (waiting up to `timeout` s for a read in progress)."""
-        self._done = True
-        self._stop.set()
-        while True:  # unblock a producer waiting on a full queue
-            try:
-                self._queue.get_nowait()
-            except queue.Empty:
-                break
-        if self._thread is not threading.current_thread():
-            self._thread.join(timeout)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        with contextlib.suppress(Exception):
-            self._stop.set()
-
-
-def prefetch_to_device(batches: Iterable[dict], sharding, size: int = 2) -> DevicePrefetcher:
-    """`batches` placed on the devices by a prefetch thread (`DevicePrefetcher`).
+def prefetch_to_device(batches: Iterable[dict], sharding, size: int = 2) -> Prefetcher:
+    """`batches` placed on the devices (host to device once) by a prefetch thread
+    (`rljax_offline.prefetch.Prefetcher`), double-buffered by default, so reading, batching,
+    the copy and the update overlap.
 
     `sharding`: a `jax.sharding.Sharding`, or a function that places one batch (e.g.
     `DataParallel.put_sharded`, which builds global arrays in multi-process runs)."""
     put = sharding if callable(sharding) else functools.partial(jax.device_put, device=sharding)
-    return DevicePrefetcher(batches, put, size)
+    return Prefetcher(batches, put, size)
