@@ -432,17 +432,25 @@ class Algorithm:
     def actor(self, explore: bool | None = None):
         """An `ActorPolicy` with the current params and env-to-module state (for
         `EnvRunner`; compiled once per explore flag and kept)."""
-        from rljax_offline.runners.actor import ActorPolicy
-
         explore = self.config.evaluation_explore if explore is None else explore
         if self._actor is None or self._actor.explore != explore:
-            self._actor = ActorPolicy(
-                _PolicyView(self.learner), None, self.spaces, self.env_to_module_connector,
-                None, self.module_to_env_connector,
-                lookback=self.config.episode_lookback_horizon, explore=explore)
-        self._actor.params = jax.device_get(self.state.params)
-        self._actor.e2m_state = self._e2m_state()
-        return self._actor
+            self._actor = self._new_actor(explore)
+        return self._synced(self._actor)
+
+    def _new_actor(self, explore: bool):
+        """A new `ActorPolicy` of this algorithm's policy between its pipelines (each runner
+        needs its own: an actor holds its envs' windows)."""
+        from rljax_offline.runners.actor import ActorPolicy
+
+        return ActorPolicy(_PolicyView(self.learner), None, self.spaces,
+                           self.env_to_module_connector, None, self.module_to_env_connector,
+                           lookback=self.config.episode_lookback_horizon, explore=explore)
+
+    def _synced(self, actor):
+        """`actor` with the current params and fitted env-to-module state."""
+        actor.params = jax.device_get(self.state.params)
+        actor.e2m_state = self._e2m_state()
+        return actor
 
     def compute_actions(self, obs: Any, explore: bool = False) -> np.ndarray:
         """Actions for a batch of raw env observations (`[N, ...]`, or a dict of them for Dict

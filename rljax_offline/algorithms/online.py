@@ -28,7 +28,7 @@ import time
 import jax
 import numpy as np
 
-from rljax_offline.algorithms.algorithm import MODULE_ID, Algorithm, _PolicyView
+from rljax_offline.algorithms.algorithm import MODULE_ID, Algorithm
 from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.connectors import default_learner, pipeline
 from rljax_offline.learners.core import DataParallel, init_state
@@ -108,16 +108,9 @@ class PPO(Algorithm):
 
     def _explorer(self):
         """The exploring (sampling) policy, compiled once; its params follow the state."""
-        from rljax_offline.runners.actor import ActorPolicy
-
         if self._sampling_actor is None:
-            self._sampling_actor = ActorPolicy(
-                _PolicyView(self.learner), None, self.spaces, self.env_to_module_connector,
-                None, self.module_to_env_connector,
-                lookback=self.config.episode_lookback_horizon, explore=True)
-        self._sampling_actor.params = jax.device_get(self.state.params)
-        self._sampling_actor.e2m_state = self._e2m_state()
-        return self._sampling_actor
+            self._sampling_actor = self._new_actor(explore=True)
+        return self._synced(self._sampling_actor)
 
     def sample(self):
         """One iteration's rollouts: `(episode chunks, [(return, length)] finished)`."""
