@@ -246,14 +246,6 @@ def test_losses_must_give_one_value_per_timestep():
         make_update(learner, axis_name=None)(init_state(learner), batch)
 
 
-def test_ppo_names_recurrent_policies_unsupported():
-    from rljax_offline import ConfigError
-    from rljax_offline.learners.ppo import PPOConfig
-
-    with pytest.raises(ConfigError, match="recurrent policies"):
-        PPOConfig().rl_module(model_config={"use_lstm": True})
-
-
 @pytest.mark.slow
 def test_lstm_beats_mlp_on_stateless_cartpole_with_bc(tmp_path):
     """The velocities are masked: an MLP trained by BC on the expert's data cannot tell which

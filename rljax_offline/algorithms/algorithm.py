@@ -113,7 +113,8 @@ class _PolicyView:
         self.is_stateful = _is_stateful(learner)
         if self.is_stateful:
             self.initial_state = policy.initial_state
-            self.forward = lambda params, batch: policy.forward(params[name], batch)
+            self.forward = lambda params, batch: policy.forward(
+                params if name is None else params[name], batch)
 
 
 def _is_stateful(learner: Learner) -> bool:
@@ -186,10 +187,13 @@ class Algorithm:
         return self.config.algo_name
 
     def _rows_per_update(self) -> int:
-        """Rows of one update: `train_batch_size_per_learner` timesteps, or for a recurrent
-        policy that many timesteps in sequences of `max_seq_len` (RLlib's batch of
-        sequences), rounded to a multiple of the device count."""
-        size = self.config.train_batch_size_per_learner
+        """Rows of one update: `train_batch_size_per_learner` timesteps (see `_rows_for`)."""
+        return self._rows_for(self.config.train_batch_size_per_learner)
+
+    def _rows_for(self, size: int) -> int:
+        """Rows holding `size` timesteps: as many, or for a recurrent policy that many
+        timesteps in sequences of `max_seq_len` (RLlib's batch of sequences), rounded to a
+        multiple of the device count."""
         if not self.is_stateful:
             return size
         n = len(self.devices)

@@ -44,10 +44,12 @@ class PPO(Algorithm):
 
     def __init__(self, config):
         super().__init__(config)
-        # PPO's updates take minibatches; the train batch is the sampled rollout.
-        self.dp = DataParallel(self.learner, self.devices, config.minibatch_size,
+        # PPO's updates take minibatches (of sequences, for a recurrent policy); the train
+        # batch is the sampled rollout.
+        self.dp = DataParallel(self.learner, self.devices, self._rows_for(config.minibatch_size),
                                mode=config.update_mode)
         self._epochs = None
+        self._sequence_slots = 0
         self._sampler = None
         self._sampling_actor = None
         self._recent = collections.deque(maxlen=config.metrics_num_episodes_for_smoothing)
@@ -123,7 +125,10 @@ class PPO(Algorithm):
                                       seed=c.seed + 1_000 * self.iteration,
                                       env_config=c.env_config)
         self._sampler.policy = actor
-        return self._sampler.sample_continuing(c.train_batch_size_per_learner)
+        # RLlib's cut keeps `episode_lookback_horizon` steps; a recurrent policy needs at
+        # least the one whose `state_out` the continuing chunk starts from.
+        lookback = max(c.episode_lookback_horizon, 1) if self.is_stateful else 0
+        return self._sampler.sample_continuing(c.train_batch_size_per_learner, lookback)
 
     def load_data(self) -> None:
         """Online: there is nothing to read (the value warm-up reads at build time)."""
@@ -140,11 +145,20 @@ class PPO(Algorithm):
         cols, cstate, _ = self._columns(chunks, jax.device_get(self.state.connector_state),
                                      fit=True, params=params)
         n = c.train_batch_size_per_learner  # a fixed shape: one compiled epoch program
-        cols = jax.tree_util.tree_map(lambda x: x[:n], cols)
-        cols["advantages"] = standardize(cols["advantages"])
+        num_minibatches = n // c.minibatch_size
+        if self.is_stateful:
+            cols = self._pad_sequences(cols)
+            cols["advantages"] = standardize(cols["advantages"], cols["loss_mask"])
+            minibatch_steps = self.dp.batch_size * self.learner.policy.max_seq_len
+            trained_env_steps = steps
+        else:
+            cols = jax.tree_util.tree_map(lambda x: x[:n], cols)
+            cols["advantages"] = standardize(cols["advantages"])
+            minibatch_steps, trained_env_steps = c.minibatch_size, n
         t_upd = time.perf_counter()
         if self._epochs is None:
-            self._epochs = self.dp.epochs_on_device(c.num_epochs)
+            self._epochs = self.dp.epochs_on_device(
+                c.num_epochs, num_minibatches if self.is_stateful else None)
         self.state = self.state._replace(connector_state=self.dp.put_replicated(cstate))
         self.state, metrics = self._epochs(self.state, self.dp.put_replicated(cols))
         metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
@@ -154,8 +168,8 @@ class PPO(Algorithm):
         self.iteration += 1
         self.env_steps_sampled += steps
         self._recent.extend(finished)
-        num_updates = c.num_epochs * (n // c.minibatch_size)
-        trained = num_updates * c.minibatch_size
+        num_updates = c.num_epochs * num_minibatches
+        trained = num_updates * minibatch_steps
         extra = {k: float(v) for k, v in jax.device_get(self.state.extra).items()}
         result = {
             "training_iteration": self.iteration,
@@ -166,7 +180,7 @@ class PPO(Algorithm):
                             "sample_time_s": sample_s},
             "learners": {MODULE_ID: {**metrics, **extra, "num_module_steps_trained": trained,
                                      "vf_explained_var": explained_variance(cols)},
-                         "__all_modules__": {"num_env_steps_trained": n,
+                         "__all_modules__": {"num_env_steps_trained": trained_env_steps,
                                              "learner_update_timer": update_s / num_updates}},
             "num_env_steps_sampled_lifetime": self.env_steps_sampled,
             "num_devices": len(self.devices),
@@ -178,6 +192,25 @@ class PPO(Algorithm):
         result["time_this_iter_s"] = time.perf_counter() - t0
         self.history.append(result)
         return result
+
+    def _pad_sequences(self, cols: dict) -> dict:
+        """A rollout's sequence rows padded with all-padding sequences (`loss_mask` False,
+        zeros) to a fixed count, so one compiled epoch program serves every iteration. The
+        count: twice the sequences of `train_batch_size_per_learner` (+ the last step of
+        each env) full sequences, plus one per env, which holds while episodes average at
+        least `max_seq_len` steps; a rollout of more (many short episodes) raises it to the
+        next power of two, one compile more."""
+        c = self.config
+        count = len(cols["seq_lens"])
+        seq_len = self.learner.policy.max_seq_len
+        envs = c.num_envs_per_env_runner
+        base = 2 * -(-(c.train_batch_size_per_learner + envs) // seq_len) + envs
+        self._sequence_slots = max(self._sequence_slots, base)
+        if count > self._sequence_slots:
+            self._sequence_slots = 1 << (count - 1).bit_length()
+        extra = self._sequence_slots - count
+        return jax.tree_util.tree_map(
+            lambda x: np.concatenate([x, np.zeros((extra, *x.shape[1:]), x.dtype)]), cols)
 
     def _adapt_kl_coeff(self, kl: float) -> None:
         """RLlib's rule: x1.5 when the KL overshoots 2 * kl_target, x0.5 below half of it."""
@@ -214,9 +247,11 @@ class PPO(Algorithm):
 
 
 def explained_variance(cols: dict) -> float:
-    """RLlib's `vf_explained_var`: 1 - Var(target - V) / Var(target) on the train batch,
-    with the value predictions the advantages were computed from."""
-    var = np.var(cols["value_targets"])
+    """RLlib's `vf_explained_var`: 1 - Var(target - V) / Var(target) on the train batch's
+    valid steps, with the value predictions the advantages were computed from."""
+    valid = np.asarray(cols.get("loss_mask", np.ones(np.shape(cols["value_targets"]))), bool)
+    targets = np.asarray(cols["value_targets"])[valid]
+    var = np.var(targets)
     if var == 0:
         return float("nan")
-    return float(1.0 - np.var(cols["value_targets"] - cols["vf_preds"]) / var)
+    return float(1.0 - np.var(targets - np.asarray(cols["vf_preds"])[valid]) / var)

@@ -104,7 +104,9 @@ class Learner(NamedTuple):
       policy: the `models.policy.Policy` that `act` runs on `params[policy_network]`, where
         the algorithm acts through one (acting needs it for recurrent policies' state; a
         recurrent one makes the data sequences, its `state_in` rides in the batch).
-      policy_network: the params entry `policy` runs on (`"q"` for a Q-greedy policy).
+      policy_network: the params entry `policy` runs on (`"q"` for a Q-greedy policy;
+        None: all the params, for a module of several networks such as PPO's recurrent
+        actor-critic, whose state holds both networks' states).
       sequence_connector: pieces appended after the time dimension is added (recurrent
         policies only; columns per sequence, e.g. MARWIL's bootstrap window).
     """
@@ -606,18 +608,21 @@ class DataParallel:
 
         return per_device
 
-    def _epoch_steps(self, num_epochs: int):
+    def _epoch_steps(self, num_epochs: int, cyclic_minibatches: int | None = None):
         B = self.batch_size
 
         def per_device(state, data):
             n = jax.tree_util.tree_leaves(data)[0].shape[0]
-            if n < B:
+            if cyclic_minibatches is None and n < B:
                 raise ValueError(f"{n} rows cannot fill one minibatch of {B}")
-            num_minibatches = n // B
+            num_minibatches = cyclic_minibatches or n // B
 
             def epoch(state, _):
                 rng, key = jax.random.split(state.rng)
-                order = jax.random.permutation(key, n)[:num_minibatches * B]
+                if cyclic_minibatches is None:
+                    order = jax.random.permutation(key, n)[:num_minibatches * B]
+                else:
+                    order = _cyclic_valid_order(key, data["loss_mask"], num_minibatches * B)
 
                 def minibatch(state, idx):
                     batch = jax.tree_util.tree_map(
@@ -685,14 +690,23 @@ class DataParallel:
 
         return run
 
-    def epochs_on_device(self, num_epochs: int):
+    def epochs_on_device(self, num_epochs: int, num_minibatches: int | None = None):
         """`(state, data) -> (state, metrics)`: on-policy epochs (PPO) in one program: each
         epoch a fresh permutation of `data`'s rows (replicated on every device) cut into
         `len(data) // batch_size` global minibatches, one update each (rows past the last
-        full minibatch sit that epoch out). Metrics as `scan_on_device`."""
+        full minibatch sit that epoch out). Metrics as `scan_on_device`.
+
+        With `num_minibatches` (sequence rows padded to a fixed count, so one program serves
+        rollouts of any shape): each epoch runs exactly that many minibatches over a fresh
+        permutation of the rows with a valid step (`loss_mask` anywhere True), cycling
+        through them when they are fewer (RLlib's `MiniBatchCyclicIterator`); all-padding
+        rows are never drawn. A row's place in the permutation depends on its index and the
+        key only, not on how many padding rows follow."""
         if num_epochs < 1:
             raise ValueError(f"num_epochs must be >= 1, got {num_epochs}")
-        return self._compile(self._epoch_steps(num_epochs), (P(),))
+        if num_minibatches is not None and num_minibatches < 1:
+            raise ValueError(f"num_minibatches must be >= 1, got {num_minibatches}")
+        return self._compile(self._epoch_steps(num_epochs, num_minibatches), (P(),))
 
     def stream_updates(self, state: TrainState, batches: Iterator[dict], num_updates: int):
         """`num_updates` updates on global batches from `batches` (placed with
@@ -709,6 +723,17 @@ class DataParallel:
             history.append(metrics)
         stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *history)
         return state, _last_and_mean(stacked)
+
+
+def _cyclic_valid_order(key: jax.Array, loss_mask: jax.Array, size: int) -> jax.Array:
+    """`size` row indices: the rows with a valid step in a random order (one uniform draw
+    per row index, so padding rows appended change nothing), repeated cyclically."""
+    valid = loss_mask.reshape(loss_mask.shape[0], -1).any(axis=1)
+    rows = jnp.arange(valid.shape[0])
+    draws = jax.vmap(lambda i: jax.random.uniform(jax.random.fold_in(key, i)))(rows)
+    order = jnp.argsort(jnp.where(valid, draws, 2.0))
+    count = jnp.maximum(valid.sum(), 1)
+    return order[jnp.arange(size) % count]
 
 
 def _last_and_mean(metrics: dict) -> dict:

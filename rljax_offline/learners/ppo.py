@@ -40,14 +40,45 @@ from rljax_offline.algorithms.config import (
     positive_int,
     probability,
 )
-from rljax_offline.connectors.common import flat
+from rljax_offline.connectors.common import num_sequences
 from rljax_offline.connectors.core import Connector, stateless
 from rljax_offline.learners.core import Learner, Loss
 from rljax_offline.learners.marwil import make_optimizer
 from rljax_offline.models.networks import Network, value_network
-from rljax_offline.models.policy import is_recurrent, make_policy
+from rljax_offline.models.policy import MODEL_CONFIG_DEFAULTS, Policy, is_recurrent, make_policy
+from rljax_offline.models.recurrent import step_rows
 
+ACTOR, CRITIC = "actor", "critic"  # RLlib's keys of an actor-critic module's state
 PPO_COLUMNS = ("obs", "actions", "action_logp", "advantages", "value_targets", "vf_preds")
+
+
+def _advantages(rewards, values, next_values, ends, mask, gamma: float, lambda_: float):
+    """GAE(gamma, lambda_) over `[B, T]` steps, backwards in time; 0 where `mask` is False.
+    `next_values` is the value after each step (ignored where `ends`: terminated)."""
+    deltas = rewards.astype(values.dtype) + gamma * jnp.where(ends, 0.0, next_values) - values
+    deltas = jnp.where(mask, deltas, 0.0)
+
+    def back(carry, x):
+        delta, m = x
+        adv = jnp.where(m, delta + gamma * lambda_ * carry, 0.0)
+        return adv, adv
+
+    _, adv = jax.lax.scan(back, jnp.zeros(values.shape[0], values.dtype),
+                          (deltas.T, mask.T), reverse=True)
+    return adv.T
+
+
+def _value_params(ctx):
+    if ctx.params is None or "value" not in ctx.params:
+        raise ValueError("general_advantage_estimation reads the value network from the "
+                         "context: run the pipeline with Context(params=...)")
+    return ctx.params["value"]
+
+
+def _gae_columns(adv, values, mask, shape) -> dict:
+    targets = jnp.where(mask, adv + values, 0.0)
+    out = {"advantages": adv, "value_targets": targets, "vf_preds": values}
+    return {k: jax.lax.stop_gradient(v.reshape(shape)) for k, v in out.items()}
 
 
 def general_advantage_estimation(gamma: float, lambda_: float, value: Network) -> Connector:
@@ -58,38 +89,88 @@ def general_advantage_estimation(gamma: float, lambda_: float, value: Network) -
     batch (see `standardize`)."""
 
     def apply(episodes, batch, ctx):
-        if ctx.params is None or "value" not in ctx.params:
-            raise ValueError("general_advantage_estimation reads the value network from the "
-                             "context: run the pipeline with Context(params=...)")
         B, T = episodes.batch_size, episodes.max_len
-        v_params = ctx.params["value"]
+        v_params = _value_params(ctx)
         mask = batch["loss_mask"].reshape(B, T)
         values = value.apply(v_params, batch["obs"]).reshape(B, T)
         next_values = value.apply(v_params, batch["new_obs"]).reshape(B, T)
-        ends = batch["terminateds"].reshape(B, T)
-        rewards = batch["rewards"].reshape(B, T).astype(values.dtype)
-        deltas = rewards + gamma * jnp.where(ends, 0.0, next_values) - values
-        deltas = jnp.where(mask, deltas, 0.0)
-
-        def back(carry, x):
-            delta, m = x
-            adv = jnp.where(m, delta + gamma * lambda_ * carry, 0.0)
-            return adv, adv
-
-        _, adv = jax.lax.scan(back, jnp.zeros(B, values.dtype), (deltas.T, mask.T),
-                              reverse=True)
-        adv = adv.T
-        targets = jnp.where(mask, adv + values, 0.0)
-        return episodes, {**batch, "advantages": jax.lax.stop_gradient(flat(adv)),
-                          "value_targets": jax.lax.stop_gradient(flat(targets)),
-                          "vf_preds": jax.lax.stop_gradient(flat(values))}
+        adv = _advantages(batch["rewards"].reshape(B, T), values, next_values,
+                          batch["terminateds"].reshape(B, T), mask, gamma, lambda_)
+        return episodes, {**batch, **_gae_columns(adv, values, mask, (B * T,))}
 
     return stateless(apply)
 
 
-def standardize(x, eps: float = 1e-8):
-    """Zero mean, unit variance over the train batch (RLlib standardizes advantages)."""
-    return (x - x.mean()) / (x.std() + eps)
+def sequence_advantage_estimation(gamma: float, lambda_: float, value: Network,
+                                  max_seq_len: int) -> Connector:
+    """Sequence piece (after `add_states` / `add_time_dim`) for a recurrent value network:
+    GAE as `general_advantage_estimation`, with `V(s)` unrolled over each `max_seq_len`
+    sequence from the critic's recorded state (`state_in["critic"]`, the state the sampler
+    carried to that step; the initial state at an episode's start), so it equals one
+    unroll over the whole episode. Each step's next value is the next step's `V` (the same
+    estimate that step is judged by); after a chunk's last step, the bootstrap `V(new_obs)`
+    comes from the same unroll carried one step further (zero where the episode
+    terminated). Columns stay `[num_sequences, max_seq_len]`, zero on padding."""
+    S = int(max_seq_len)
+
+    def apply(episodes, batch, ctx):
+        v_params = _value_params(ctx)
+        B, K = episodes.batch_size, num_sequences(episodes.max_len, S)
+        feats, next_feats = value.steps(v_params, batch, with_next=True,
+                                        state_in=batch["state_in"][CRITIC])
+        # [B * K, S] sequences -> each episode's timeline [B, K * S] (padding at its end)
+        timeline = lambda x: x.reshape(B, K * S)
+        values = timeline(value.head(v_params, feats))
+        after_last = timeline(value.head(v_params, next_feats))
+        last = jnp.arange(K * S)[None, :] == (episodes.lengths[:, None] - 1)
+        next_values = jnp.where(last, after_last, jnp.roll(values, -1, axis=1))
+        mask = timeline(batch["loss_mask"])
+        adv = _advantages(timeline(batch["rewards"]), values, next_values,
+                          timeline(batch["terminateds"]), mask, gamma, lambda_)
+        return episodes, {**batch, **_gae_columns(adv, values, mask, (B * K, S))}
+
+    return stateless(apply)
+
+
+def standardize(x, mask=None, eps: float = 1e-8):
+    """Zero mean, unit variance over the train batch's valid steps (RLlib standardizes
+    advantages over the batch); 0 on padding (`mask` False)."""
+    x = np.asarray(x)
+    if mask is None:
+        return (x - x.mean()) / (x.std() + eps)
+    mask = np.asarray(mask, bool)
+    valid = x[mask]
+    mean, std = (valid.mean(), valid.std()) if valid.size else (0.0, 0.0)
+    return np.where(mask, (x - mean) / (std + eps), 0.0).astype(x.dtype)
+
+
+def actor_critic_module(policy: Policy, value: Network) -> Policy:
+    """RLlib's recurrent PPO module with `vf_share_layers=False`: the policy and the value
+    network each with their own encoder and cell, one state `{"actor": .., "critic": ..}`
+    (RLlib's `ActorCriticEncoder` keys). Acting runs both cells, so the recorded `state_out`
+    holds the critic's state too and the learner unrolls `V` from it, as RLlib's
+    `compute_values` reads `state_in["critic"]`. Params: `{"policy": .., "value": ..}`."""
+
+    def init(rng):
+        k1, k2 = jax.random.split(rng)
+        return {"policy": policy.init(k1), "value": value.init(k2)}
+
+    def forward(params, batch):
+        state = batch["state_in"]
+        out, actor_state = policy.forward(params["policy"], {**batch, "state_in": state[ACTOR]})
+        _, critic_state = value.forward(params["value"], {**batch, "state_in": state[CRITIC]})
+        return out, {ACTOR: actor_state, CRITIC: critic_state}
+
+    def initial_state(batch_size=None):
+        return {ACTOR: policy.initial_state(batch_size),
+                CRITIC: value.initial_state(batch_size)}
+
+    return policy._replace(init=init, forward=forward, initial_state=initial_state)
+
+
+def _network_state(batch: dict, part: str):
+    """One network's `state_in` of an actor-critic batch (None for feed-forward batches)."""
+    return batch["state_in"][part] if "state_in" in batch else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,9 +224,13 @@ class PPOConfig(AlgorithmConfig):
 
     def validate(self) -> None:
         super().validate()
-        if is_recurrent(self.model_config or {}):
-            raise ConfigError(f"{type(self).__name__}: recurrent policies (use_lstm / use_gru) "
-                              "are not supported by PPO yet; the offline algorithms train them")
+        model = self.model_config or {}
+        if is_recurrent(model):
+            seq_len = int(model.get("max_seq_len", MODEL_CONFIG_DEFAULTS["max_seq_len"]))
+            if self.minibatch_size < seq_len:
+                raise ConfigError(f"{type(self).__name__}: minibatch_size="
+                                  f"{self.minibatch_size} is smaller than max_seq_len="
+                                  f"{seq_len}: a minibatch would hold less than one sequence")
         if self.minibatch_size > self.train_batch_size_per_learner:
             raise ConfigError(f"{type(self).__name__}: minibatch_size={self.minibatch_size} is "
                               f"larger than train_batch_size_per_learner="
@@ -157,9 +242,14 @@ class PPOConfig(AlgorithmConfig):
                               f"got {self.init_policy_from!r}")
 
     def make_learner(self, obs_spec, act_spec) -> Learner:
+        """PPO's learner. Recurrent (`use_lstm` / `use_gru`): the policy and the value network
+        are recurrent with their own cells (`actor_critic_module`), the train rows are
+        `max_seq_len` sequences, GAE runs on them (`sequence_advantage_estimation`) and the
+        loss unrolls both networks from the sequences' recorded `state_in`."""
         self.check_spaces(obs_spec, act_spec)
         policy = make_policy(obs_spec, act_spec, **self.model_config)
         value = value_network(obs_spec, self.model_config)
+        module = actor_critic_module(policy, value) if policy.is_stateful else None
         optimizer = make_optimizer(self.lr, self.grad_clip)
         clip, vf_clip = self.clip_param, self.vf_clip_param
         vf_coeff, ent_coeff, use_kl = self.vf_loss_coeff, self.entropy_coeff, self.use_kl_loss
@@ -169,39 +259,52 @@ class PPOConfig(AlgorithmConfig):
             return {"policy": policy.init(k1), "value": value.init(k2)}
 
         def prepare(params, extra, batch, rng):
-            n = batch["loss_mask"].shape[0]
-            return {**batch, "kl_coeff": jnp.broadcast_to(extra["curr_kl_coeff"], (n,))}, extra
+            coeff = jnp.broadcast_to(extra["curr_kl_coeff"], batch["loss_mask"].shape)
+            return {**batch, "kl_coeff": coeff}, extra
 
         def loss(params, batch, rng):
-            inputs = policy.dist_inputs(params["policy"], batch)
-            logp = policy.dist.logp(inputs, batch["actions"])
-            log_ratio = logp - batch["action_logp"]
+            actor_batch = batch if module is None else {
+                **batch, "state_in": _network_state(batch, ACTOR)}
+            inputs, _ = policy.steps(params["policy"], actor_batch)
+            logp = policy.dist.logp(inputs, step_rows(batch, "actions"))
+            log_ratio = logp - step_rows(batch, "action_logp")
             ratio = jnp.exp(log_ratio)
-            adv = batch["advantages"]
+            adv = step_rows(batch, "advantages")
             surrogate = jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - clip, 1 + clip) * adv)
-            vf = value.apply(params["value"], batch["obs"])
-            vf_loss = jnp.minimum((vf - batch["value_targets"]) ** 2, vf_clip)
+            features, _ = value.steps(params["value"], batch,
+                                      state_in=_network_state(batch, CRITIC))
+            vf = value.head(params["value"], features)
+            vf_loss = jnp.minimum((vf - step_rows(batch, "value_targets")) ** 2, vf_clip)
             entropy = policy.dist.entropy(inputs)
             kl = (ratio - 1.0) - log_ratio
             total = -surrogate + vf_coeff * vf_loss - ent_coeff * entropy
             if use_kl:
-                total = total + batch["kl_coeff"] * kl
+                total = total + step_rows(batch, "kl_coeff") * kl
             return total, {"policy_loss": -surrogate, "vf_loss": vf_loss, "entropy": entropy,
                            "mean_kl_loss": kl, "total_loss": total,
                            "clip_fraction": (jnp.abs(ratio - 1) > clip).astype(jnp.float32)}
 
+        if module is None:
+            pieces = {"learner_connector": (general_advantage_estimation(
+                self.gamma, self.lambda_, value),)}
+        else:
+            pieces = {"policy": module, "policy_network": None,
+                      "sequence_connector": (sequence_advantage_estimation(
+                          self.gamma, self.lambda_, value, policy.max_seq_len),)}
         return Learner(init=init, act=lambda params, obs: policy.apply(params["policy"], obs),
                        dist=policy.dist, prepare=prepare,
                        losses=(Loss("default_optimizer", ("policy", "value"), loss, optimizer),),
                        extra_init={"curr_kl_coeff": np.float32(self.kl_coeff)},
-                       columns=PPO_COLUMNS,
-                       learner_connector=(general_advantage_estimation(
-                           self.gamma, self.lambda_, value),))
+                       columns=PPO_COLUMNS, **pieces)
 
     def value_warmup_learner(self, obs_spec) -> Learner:
         """The value network alone, regressing the offline data's discounted returns
         (MARWIL's targets: `returns_to_go + bootstrap_discount * V(bootstrap_obs)`): run
         before fine-tuning so PPO's first advantages are not against an untrained V."""
+        if is_recurrent(self.model_config or {}):
+            raise ConfigError(f"{type(self).__name__}: the value warm-up fits a feed-forward "
+                              "value network; for a recurrent policy set "
+                              "value_warmup_updates=0")
         value = value_network(obs_spec, self.model_config)
 
         def loss(params, batch, rng):

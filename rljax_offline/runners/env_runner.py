@@ -164,14 +164,16 @@ class EnvRunner:
                         yield builders[i].finalize()
                 return
 
-    def sample_continuing(self, num_timesteps: int
+    def sample_continuing(self, num_timesteps: int, lookback: int = 0
                           ) -> tuple[list[Episode], list[tuple[float, int]]]:
         """On-policy sampling (PPO): steps the envs until `num_timesteps` steps were taken,
         *continuing* the episodes the previous call left running (RLlib's env runners keep
         their envs between iterations). Returns `(chunks, finished)`: every piece of
         experience of this call (finished episodes' last chunks, and not-done chunks of the
         running ones, cut here and continued next call), and the episodes that finished
-        this call, as `(return, length)` of the whole episode (the episode metrics)."""
+        this call, as `(return, length)` of the whole episode (the episode metrics).
+        A continuing chunk keeps the last `lookback` steps of the one before as its lookback
+        (a recurrent policy's `state_in` is the `state_out` recorded there)."""
         if num_timesteps < 1:
             raise ValueError(f"num_timesteps must be >= 1, got {num_timesteps}")
         live = getattr(self, "_live", None)
@@ -198,7 +200,7 @@ class EnvRunner:
                 chunk = builders[i].finalize()
                 chunks.append(chunk)
                 whole[i].append((chunk.get_return(), len(chunk)))
-                builders[i] = builders[i].cut()
+                builders[i] = builders[i].cut(len_lookback_buffer=lookback)
         live["obs"] = obs
         return chunks, finished
 
