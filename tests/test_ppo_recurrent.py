@@ -4,7 +4,7 @@
   sampler recorded equals one step-by-step unroll over the whole episode (terminated,
   truncated, cut and continued chunks), bootstrap values included (float64);
 * padded steps and all-padding sequences, whatever garbage they hold, leave an update and
-  the whole epoch program exactly unchanged;
+  the whole epoch program exactly unchanged; 2 devices equal 1 (float64);
 * rollouts of different episode lengths share one compiled epoch program; the sampler
   records the actor's and the critic's state and continued chunks carry one lookback step;
 * a GRU run's checkpoint restores and goes on exactly as the original;
@@ -179,6 +179,20 @@ def test_padded_steps_and_padding_sequences_leave_updates_exactly_unchanged():
         b, _ = epochs(dp.put_replicated(state), dp.put_replicated(more))
         assert int(a.step) == 9
         assert max_diff(a.params, b.params) == 0.0
+
+
+def test_sequence_epochs_on_two_devices_equal_one():
+    with jax.enable_x64(True):
+        learner, _ = _learner()
+        state = to_float64(jax.device_get(init_state(learner, 3)))
+        data = _sequence_batch(np.random.default_rng(1), [4, 2, 1, 3, 0, 0, 4], garbage=True)
+        out = []
+        for n_dev, mode in ((1, "jit"), (2, "shard_map")):
+            dp = DataParallel(learner, select_devices(n_dev), 2, mode=mode)
+            after, _ = dp.epochs_on_device(2, num_minibatches=4)(dp.put_replicated(state),
+                                                                 dp.put_replicated(data))
+            out.append(jax.device_get(after.params))
+        assert max_diff(out[0], out[1]) < TOL64
 
 
 def _small_config(model=None, **training):

@@ -14,6 +14,14 @@ acting, evaluation, checkpoints); what differs is where the data comes from. Eac
 4. adapts the KL coefficient and reports RLlib's metrics (`env_runners/episode_return_mean`
    over the last `metrics_num_episodes_for_smoothing` finished episodes, ...).
 
+Recurrent policies: continuing chunks keep one lookback step (its recorded `state_out` is
+the next chunk's `state_in`); step 2 cuts the chunks into `max_seq_len` sequences; step 3
+standardizes over valid steps, pads the sequence rows to a fixed count (`_pad_sequences`)
+and runs `train_batch_size_per_learner // minibatch_size` minibatches an epoch, each of
+`minibatch_size / max_seq_len` whole sequences (rounded to the device count) drawn from a
+fresh permutation of the rollout's sequences (`epochs_on_device(..., num_minibatches)`), so
+one compiled program serves every iteration.
+
 Fine-tuning: with `init_policy_from=<checkpoint>` the policy starts from that checkpoint's
 policy weights (any registered algorithm: they all keep them in `params["policy"]`), and the
 value network is first fitted to the offline data's returns-to-go (`value_warmup_updates`).

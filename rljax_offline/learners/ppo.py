@@ -16,6 +16,18 @@ Advantages come from `general_advantage_estimation`, a learner-pipeline piece (R
 `GeneralAdvantageEstimation`) that reads the value network from the context's params: PPO runs
 the learner pipeline on each iteration's rollouts with the current params
 (`rljax_offline.algorithms.online.PPO`).
+
+Recurrent policies (`use_lstm` / `use_gru`, `lstm_cell_size`, `max_seq_len`,
+`lstm_use_prev_action` / `_reward`): RLlib's PPO module with `vf_share_layers=False`
+(`actor_critic_module`): the policy and the value network each have their own encoder and
+cell, and the module's state is `{"actor": .., "critic": ..}`, recorded as `state_out` at
+every sampled step. The learner pipeline cuts each rollout chunk into `max_seq_len`
+sequences with the recorded `state_in` (the initial state at an episode's start), zero
+padding and a `[T]` loss mask; GAE runs on the sequences (`sequence_advantage_estimation`:
+`V` unrolled from the critic's recorded state, as RLlib's `compute_values` reads
+`state_in["critic"]`); the loss unrolls both networks from `state_in` and the core's masked
+mean runs over valid steps only. (RLlib's new-stack default is `vf_share_layers=True`, one
+shared LSTM; ours keeps PPO's separate value network, RLlib's other setting.)
 """
 
 from __future__ import annotations
