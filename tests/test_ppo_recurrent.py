@@ -7,7 +7,8 @@
   the whole epoch program exactly unchanged; 2 devices equal 1 (float64);
 * rollouts of different episode lengths share one compiled epoch program; the sampler
   records the actor's and the critic's state and continued chunks carry one lookback step;
-* a GRU run's checkpoint restores and goes on exactly as the original;
+* a GRU run's checkpoint restores and goes on exactly as the original; PPO fine-tunes a
+  recurrent BC clone (its policy weights exactly);
 * (slow) on StatelessCartPole PPO+LSTM clearly beats PPO+MLP on the same budget.
 """
 
@@ -18,7 +19,7 @@ import numpy as np
 import pytest
 from learner_testlib import max_diff, to_float64
 
-from rljax_offline import Algorithm, ConfigError, PPOConfig
+from rljax_offline import Algorithm, BCConfig, ConfigError, PPOConfig
 from rljax_offline import spaces as sp
 from rljax_offline.batch import EpisodeBatch
 from rljax_offline.connectors import Context, Spaces, default_learner, pipeline
@@ -27,6 +28,7 @@ from rljax_offline.episode import Episode
 from rljax_offline.learners.core import DataParallel, init_state, make_update, select_devices
 from rljax_offline.learners.ppo import ACTOR, CRITIC, sequence_advantage_estimation
 from rljax_offline.models.networks import value_network
+from rljax_offline.runners.env_runner import record_expert
 
 S = 4
 LSTM = {"fcnet_hiddens": [8], "use_lstm": True, "lstm_cell_size": 6, "max_seq_len": S}
@@ -245,6 +247,28 @@ def test_gru_checkpoint_restores_and_continues_exactly(tmp_path):
     assert back.compute_actions(np.zeros((3, 2), np.float32)).shape == (3,)
     algo.stop()
     back.stop()
+
+
+def test_fine_tuning_starts_from_a_recurrent_bc_clone(tmp_path):
+    record_expert("CartPole-v1", str(tmp_path / "data"), num_episodes=2, progress=False)
+    model = {"fcnet_hiddens": [8], "use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 8}
+    bc = (BCConfig().environment("CartPole-v1").offline_data(input_=str(tmp_path / "data"))
+          .training(num_updates_per_iteration=5, train_batch_size_per_learner=64)
+          .rl_module(model_config=model)).build()
+    bc.train()
+    bc.save(str(tmp_path / "bc"))
+    tuning = PPOConfig().environment("CartPole-v1").training(
+        init_policy_from=str(tmp_path / "bc"), train_batch_size_per_learner=128,
+        minibatch_size=32, num_epochs=1)
+    with pytest.raises(ConfigError, match="value_warmup_updates=0"):
+        tuning.build()
+    ppo = tuning.training(value_warmup_updates=0).build()
+    assert ppo.is_stateful
+    assert max_diff(jax.device_get(bc.state.params["policy"]),
+                    jax.device_get(ppo.state.params["policy"])) == 0.0
+    assert np.isfinite(ppo.train()["learners"]["default_policy"]["total_loss"])
+    ppo.stop()
+    bc.stop()
 
 
 def test_recurrent_config_errors_are_named():
