@@ -97,6 +97,10 @@ def device_count(text: str):
 def env_id(text: str) -> str:
     import gymnasium as gym
 
+    from rljax_offline.envs.make import register_envs
+
+    register_envs()  # our own ids (StatelessCartPole-v1) are valid on the command line
+
     try:
         gym.spec(text)
     except Exception:  # noqa: BLE001 - gymnasium raises several error types for unknown ids

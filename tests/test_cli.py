@@ -107,3 +107,13 @@ def test_demo_reaches_450_and_saves_plots(tmp_path):
     assert result["reached_target"] and result["final_return_mean"] >= 450
     assert (tmp_path / "demo_output" / "bc_run" / "learning_curve.png").exists()
     assert (tmp_path / "demo_output" / "returns.png").exists()
+
+
+def test_env_flag_takes_our_own_env_ids_and_names_an_unknown_one():
+    import argparse
+
+    from rljax_offline.cli import env_id
+
+    assert env_id("StatelessCartPole-v1") == "StatelessCartPole-v1"
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown gymnasium env id 'NoSuchEnv-v0'"):
+        env_id("NoSuchEnv-v0")

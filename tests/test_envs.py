@@ -3,6 +3,7 @@ fake ALE-like game (no ROMs needed) skips, max-pools, resets with no-ops and FIR
 episodes on lost lives and warps frames to uint8 84x84x1."""
 
 import gymnasium as gym
+import jax
 import numpy as np
 import pytest
 
@@ -107,3 +108,41 @@ def test_wrap_atari_stack():
     assert env.unwrapped.actions[-1] == 1  # FIRE after the no-ops
     obs, reward, *_ = env.step(3)
     assert reward == 4.0 and env.observation_space.contains(obs)
+
+
+def test_stateless_cartpole_has_a_gymnasium_id_that_checkpoints_and_the_cli_can_keep():
+    """An id, unlike a class, survives a checkpoint and the command line: our envs are
+    registered with gymnasium, and `module:id` works before anything imported them."""
+    from rljax_offline.envs import STATELESS_CARTPOLE_ID, make_env
+
+    for env in (make_env(STATELESS_CARTPOLE_ID, {"max_episode_steps": 7}),
+                gym.make(f"rljax_offline.envs:{STATELESS_CARTPOLE_ID}")):
+        obs, _ = env.reset(seed=0)
+        assert env.observation_space.shape == obs.shape == (2,)
+        assert env.action_space == gym.spaces.Discrete(2)
+    env = make_env(STATELESS_CARTPOLE_ID, {"max_episode_steps": 7})
+    env.reset(seed=0)
+    ends = [env.step(t % 2)[2:4] for t in range(7)]  # alternating pushes keep the pole up
+    assert ends[-1] == (False, True) and not any(map(any, ends[:-1]))  # env_config reached it
+    with pytest.raises(TypeError, match="gymnasium id or a factory"):
+        make_env(3)
+
+
+def test_recurrent_ppo_on_the_stateless_cartpole_id_restores_from_its_checkpoint(tmp_path):
+    from rljax_offline import Algorithm, PPOConfig
+
+    algo = (PPOConfig().environment("StatelessCartPole-v1")
+            .env_runners(num_envs_per_env_runner=2)
+            .training(train_batch_size_per_learner=64, minibatch_size=32, num_epochs=1)
+            .rl_module(model_config={"use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 8,
+                                     "fcnet_hiddens": [8]})
+            .learners(num_devices=1)).build()
+    algo.train()
+    algo.save(str(tmp_path / "ckpt"))
+    back = Algorithm.from_checkpoint(str(tmp_path / "ckpt"))
+    for a, b in zip(jax.tree_util.tree_leaves(jax.device_get(algo.state.params)),
+                    jax.tree_util.tree_leaves(jax.device_get(back.state.params))):
+        np.testing.assert_array_equal(a, b)
+    assert back.train()["training_iteration"] == 2
+    algo.stop()
+    back.stop()

@@ -56,6 +56,7 @@ from rljax_offline.connectors import (
     pipeline,
 )
 from rljax_offline.connectors.common import add_states, add_time_dim
+from rljax_offline.envs.make import make_env
 from rljax_offline.episode import Episode
 from rljax_offline.learners import checkpoint as ckpt
 from rljax_offline.learners.core import (
@@ -75,8 +76,7 @@ _EPISODES_PER_BATCH = 64
 
 
 def _env_spaces(config: AlgorithmConfig) -> tuple[gym.Space, gym.Space]:
-    env = (gym.make(config.env, **config.env_config) if isinstance(config.env, str)
-           else config.env(dict(config.env_config)))
+    env = make_env(config.env, config.env_config)
     try:
         return env.observation_space, env.action_space
     finally:

@@ -1,5 +1,6 @@
-"""Environments and wrappers: a memory task (`StatelessCartPole`) and the usual Atari
-preprocessing (`wrap_atari`), with frames kept uint8 until they reach the device."""
+"""Environments and wrappers: a memory task (`StatelessCartPole`, gymnasium id
+`StatelessCartPole-v1`) and the usual Atari preprocessing (`wrap_atari`), with frames kept
+uint8 until they reach the device."""
 
 from rljax_offline.envs.atari import (
     EpisodicLife,
@@ -9,7 +10,11 @@ from rljax_offline.envs.atari import (
     WarpFrame,
     wrap_atari,
 )
+from rljax_offline.envs.make import STATELESS_CARTPOLE_ID, env_factory, make_env, register_envs
 from rljax_offline.envs.stateless_cartpole import StatelessCartPole
 
-__all__ = ["EpisodicLife", "FireReset", "MaxAndSkip", "NoopReset", "StatelessCartPole",
-           "WarpFrame", "wrap_atari"]
+register_envs()
+
+__all__ = ["STATELESS_CARTPOLE_ID", "EpisodicLife", "FireReset", "MaxAndSkip", "NoopReset",
+           "StatelessCartPole", "WarpFrame", "env_factory", "make_env", "register_envs",
+           "wrap_atari"]

@@ -26,6 +26,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from rljax_offline.envs.make import env_factory
 from rljax_offline.episode import Episode
 from rljax_offline.episode_builder import EpisodeBuilder
 from rljax_offline.runners.actor import ActorPolicy, ModulePolicy
@@ -34,13 +35,8 @@ from rljax_offline.runners.actor import ActorPolicy, ModulePolicy
 def make_vector_env(env: Any, num_envs: int,
                     env_config: dict | None = None) -> gym.vector.VectorEnv:
     """A synchronous vector env from an env id or a factory `env_config -> env`."""
-    cfg = dict(env_config or {})
-    if isinstance(env, str):
-        fns = [lambda: gym.make(env, **cfg) for _ in range(num_envs)]
-    elif callable(env):
-        fns = [lambda: env(cfg) for _ in range(num_envs)]
-    else:
-        raise TypeError(f"env must be a gymnasium id or a factory, got {type(env).__name__}")
+    make_one = env_factory(env, env_config)
+    fns = [make_one] * num_envs
     return gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
 
 
