@@ -200,7 +200,7 @@ def test_rollouts_continue_episodes_across_calls():
     runner.close()
 
 
-def test_epoch_program_runs_every_minibatch_and_eight_devices_equal_one():
+def test_epoch_program_runs_every_minibatch_and_eight_devices_equal_one_in_every_mode():
     config = PPOConfig().rl_module(model_config={"fcnet_hiddens": [16]})
     from rljax_offline import spaces as sp
 
@@ -215,16 +215,17 @@ def test_epoch_program_runs_every_minibatch_and_eight_devices_equal_one():
             "vf_preds": np.zeros(n, np.float32)}
     out = {}
     with jax.enable_x64(True):
-        for n_dev in (1, 8):
-            dp = DataParallel(learner, select_devices(n_dev), 64)
+        for n_dev, mode in ((1, "jit"), (8, "shard_map"), (8, "pmap")):
+            dp = DataParallel(learner, select_devices(n_dev), 64, mode=mode)
             state = dp.put_replicated(init_state(learner, 1))
             state, metrics = dp.epochs_on_device(3)(state, dp.put_replicated(data))
-            out[n_dev] = jax.device_get(state)
-            assert int(out[n_dev].step) == 3 * (200 // 64)
+            out[mode] = jax.device_get(state)
+            assert int(out[mode].step) == 3 * (200 // 64)
             assert np.isfinite(float(metrics["total_loss_mean"]))
-    diffs = jax.tree_util.tree_leaves(jax.tree_util.tree_map(
-        lambda a, b: float(np.max(np.abs(a - b))), out[1].params, out[8].params))
-    assert max(diffs) < 1e-5  # float32 updates, summation order only
+    for mode in ("shard_map", "pmap"):  # pmap too: every argument replicated is fine
+        diffs = jax.tree_util.tree_leaves(jax.tree_util.tree_map(
+            lambda a, b: float(np.max(np.abs(a - b))), out["jit"].params, out[mode].params))
+        assert max(diffs) < 1e-5  # float32 updates, summation order only
 
 
 def test_ppo_checkpoint_restores_and_acts(tmp_path):

@@ -647,16 +647,21 @@ class DataParallel:
             f = jax.shard_map(per_device, mesh=self.mesh, in_specs=(P(), *arg_specs),
                               out_specs=(P(), P()), check_vma=True)
             return jax.jit(f, donate_argnums=0)
-        pm = jax.pmap(per_device, axis_name=AXIS, devices=self.devices,
-                      in_axes=(None, *[0 if s == P(AXIS) else None for s in arg_specs]),
-                      out_axes=None)
         n = len(self.devices)
+        # pmap needs one argument mapped over the devices: where every arg is replicated
+        # (PPO's epochs over one replicated rollout), the devices' indices are that argument.
+        axes = [0 if s == P(AXIS) else None for s in arg_specs]
+        by_index = 0 not in axes
+        pm = jax.pmap((lambda state, _, *args: per_device(state, *args)) if by_index
+                      else per_device, axis_name=AXIS, devices=self.devices,
+                      in_axes=(None, *([0] if by_index else []), *axes), out_axes=None)
+        indices = (np.arange(n),) if by_index else ()
 
         def run(state, *args):
             args = [jax.tree_util.tree_map(
                 lambda x: x.reshape(n, x.shape[0] // n, *x.shape[1:]), a) if s == P(AXIS)
                 else a for a, s in zip(args, arg_specs)]
-            return pm(state, *args)
+            return pm(state, *indices, *args)
 
         return run
 
