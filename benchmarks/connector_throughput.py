@@ -71,10 +71,10 @@ def stacked_observations(ep):
 def rllib_way(episodes):
     """Per episode, per step: push each stacked observation, then normalize it (RLlib's
     `MeanStdFilter.__call__` on one observation)."""
-    stat = WelfordStat(4 * K)
-    cols = _columns()
+    stat, cols = None, _columns()
     for ep in episodes:
         stacked = stacked_observations(ep)
+        stat = WelfordStat(stacked.shape[1:]) if stat is None else stat
         normed = np.empty_like(stacked)
         for t, x in enumerate(stacked):
             stat.push(x)
@@ -86,8 +86,7 @@ def rllib_way(episodes):
 def vectorized(episodes):
     """Per episode, all steps at once: the episode's prefix sums relative to the running mean,
     merged with the running statistics (Chan et al.), give every step's statistics."""
-    count, mean, m2 = 0, np.zeros(4 * K), np.zeros(4 * K)
-    cols = _columns()
+    count, mean, m2, cols = 0, 0.0, 0.0, _columns()
     for ep in episodes:
         stacked = stacked_observations(ep)
         y = stacked - mean
