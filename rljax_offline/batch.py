@@ -148,11 +148,7 @@ class EpisodeBatch(FrozenPytree):
         episodes = list(episodes)
         if not episodes:
             raise EpisodeError("EpisodeBatch.from_episodes needs at least one episode")
-        for i, ep in enumerate(episodes):
-            if not isinstance(ep, Episode):
-                raise EpisodeError(f"item {i} is a {type(ep).__name__}, not an Episode")
-            if not ep.is_reset:
-                raise EpisodeError(f"episode {i} ({ep.id_!r}) has no observations")
+        leaves, treedef = _flatten_episodes(episodes)
         longest = max(len(ep) for ep in episodes)
         if max_len is None:
             T = bucket_length(longest, bucket)
@@ -166,67 +162,34 @@ class EpisodeBatch(FrozenPytree):
         B = len(episodes) if pad_batch_to is None else int(pad_batch_to)
         if B < len(episodes):
             raise EpisodeError(f"pad_batch_to={B} is smaller than the {len(episodes)} episodes")
-        first = episodes[0]
-        ref = jax.tree_util.tree_structure(
-            (first.observations, first.actions, first.rewards, first.extra_model_outputs))
-        for i, ep in enumerate(episodes[1:], start=1):
-            td = jax.tree_util.tree_structure(
-                (ep.observations, ep.actions, ep.rewards, ep.extra_model_outputs))
-            if td != ref:
-                raise EpisodeError(f"episode {i} ({ep.id_!r}) has a different structure than "
-                                   f"episode 0: {td} vs {ref}")
-
-        def pad_field(get, extra):
-            """Stacks one field, aligning step 0 of every episode at column L."""
-            leaves0, treedef = jax.tree_util.tree_flatten(get(first))
-            out_leaves = []
-            for j, leaf0 in enumerate(leaves0):
-                leaf0 = np.asarray(leaf0)
-                out = np.full((B, L + T + extra, *leaf0.shape[1:]), pad_value, leaf0.dtype)
-                for i, ep in enumerate(episodes):
-                    leaf = np.asarray(jax.tree_util.tree_leaves(get(ep))[j])
-                    if leaf.shape[1:] != leaf0.shape[1:]:
-                        raise EpisodeError(
-                            f"episode {i} ({ep.id_!r}) has items of shape {leaf.shape[1:]} "
-                            f"where episode 0 has {leaf0.shape[1:]}")
-                    keep = min(ep.len_lookback_buffer, L)
-                    src = leaf[ep.len_lookback_buffer - keep:]
-                    out[i, L - keep:L - keep + len(src)] = src
-                out_leaves.append(out)
-            return jax.tree_util.tree_unflatten(treedef, out_leaves)
-
+        n = len(episodes)
         lengths = np.zeros(B, np.int32)
-        lengths[:len(episodes)] = [len(ep) for ep in episodes]
+        lengths[:n] = [len(ep) for ep in episodes]
         lookbacks = np.zeros(B, np.int32)
-        lookbacks[:len(episodes)] = [min(ep.len_lookback_buffer, L) for ep in episodes]
+        lookbacks[:n] = [min(ep.len_lookback_buffer, L) for ep in episodes]
+        # Episode i's kept items start at `skip[i]` of its arrays and land at column L - keep.
+        skip = [ep.len_lookback_buffer - int(k) for ep, k in zip(episodes, lookbacks)]
+        n_obs = treedef.children()[0].num_leaves
+        columns = [_pad_leaf(leaves, j, episodes, skip, L - lookbacks[:n], B,
+                             L + T + (1 if j < n_obs else 0), pad_value)
+                   for j in range(treedef.num_leaves)]
+        observations, actions, rewards, extra = jax.tree_util.tree_unflatten(treedef, columns)
 
         def per_episode(values, dtype):
             out = np.zeros(B, dtype)
-            out[:len(episodes)] = values
+            out[:n] = values
             return out
 
-        meta = EpisodeMeta(
-            ids=tuple(ep.id_ for ep in episodes),
-            agent_ids=tuple(ep.agent_id for ep in episodes),
-            module_ids=tuple(ep.module_id for ep in episodes),
-            infos=tuple(ep.infos if ep.has_host_data else None for ep in episodes),
-            custom_data=tuple(dict(ep.custom_data) if ep.has_host_data else None
-                              for ep in episodes),
-            multi_agent_episode_ids=tuple(ep.multi_agent_episode_id for ep in episodes),
-            start_times=tuple(ep.start_time for ep in episodes),
-            last_step_times=tuple(ep.last_step_time for ep in episodes))
+        first = episodes[0]
         return cls(
-            observations=pad_field(lambda e: e.observations, 1),
-            actions=pad_field(lambda e: e.actions, 0),
-            rewards=pad_field(lambda e: e.rewards, 0),
-            extra_model_outputs=pad_field(lambda e: e.extra_model_outputs, 0),
-            lengths=lengths, lookback_lengths=lookbacks,
+            observations=observations, actions=actions, rewards=rewards,
+            extra_model_outputs=extra, lengths=lengths, lookback_lengths=lookbacks,
             t_started=per_episode([ep.t_started for ep in episodes], np.int64),
             terminated=per_episode([ep.terminated for ep in episodes], bool),
             truncated=per_episode([ep.truncated for ep in episodes], bool),
             max_len=T, len_lookback_buffer=L,
             observation_space_spec=first.observation_space_spec,
-            action_space_spec=first.action_space_spec, meta=meta)
+            action_space_spec=first.action_space_spec, meta=_meta_of(episodes))
 
     def to_episodes(self, meta: EpisodeMeta | None = None) -> list[Episode]:
         """The episodes back (padding removed). Needs `meta`, which JAX transforms drop: pass
@@ -257,3 +220,49 @@ class EpisodeBatch(FrozenPytree):
                 action_space=self.action_space_spec, custom_data=meta.custom_data[i],
                 start_time=meta.start_times[i], last_step_time=meta.last_step_times[i]))
         return episodes
+
+
+def _flatten_episodes(episodes: list[Episode]) -> tuple[list[list], Any]:
+    """Each episode's array leaves `(observations, actions, rewards, extra_model_outputs)`,
+    flattened once, and their common tree structure (checked: one structure per batch)."""
+    leaves, ref = [], None
+    for i, ep in enumerate(episodes):
+        if not isinstance(ep, Episode):
+            raise EpisodeError(f"item {i} is a {type(ep).__name__}, not an Episode")
+        if not ep.is_reset:
+            raise EpisodeError(f"episode {i} ({ep.id_!r}) has no observations")
+        flat, td = jax.tree_util.tree_flatten(
+            (ep.observations, ep.actions, ep.rewards, ep.extra_model_outputs))
+        if ref is None:
+            ref = td
+        elif td != ref:
+            raise EpisodeError(f"episode {i} ({ep.id_!r}) has a different structure than "
+                               f"episode 0: {td} vs {ref}")
+        leaves.append(flat)
+    return leaves, ref
+
+
+def _pad_leaf(leaves: list[list], j: int, episodes: list[Episode], skip: list[int],
+              first_column: np.ndarray, batch_size: int, width: int, pad_value) -> np.ndarray:
+    """Leaf `j` of every episode in one preallocated `[B, width, ...]` buffer: episode i's
+    items from `skip[i]` on, copied by one slice assignment to `first_column[i]` onwards."""
+    item = np.shape(leaves[0][j])[1:]
+    dtype = np.asarray(leaves[0][j]).dtype
+    shape = (batch_size, width, *item)
+    out = np.zeros(shape, dtype) if pad_value == 0 else np.full(shape, pad_value, dtype)
+    for i, (flat, start, col) in enumerate(zip(leaves, skip, first_column.tolist())):
+        leaf = np.asarray(flat[j])
+        if leaf.shape[1:] != item:
+            raise EpisodeError(f"episode {i} ({episodes[i].id_!r}) has items of shape "
+                               f"{leaf.shape[1:]} where episode 0 has {item}")
+        out[i, col:col + leaf.shape[0] - start] = leaf[start:]
+    return out
+
+
+def _meta_of(episodes: list[Episode]) -> EpisodeMeta:
+    """The host data of the episodes, one tuple per field, in one pass."""
+    rows = [(ep.id_, ep.agent_id, ep.module_id,
+             ep.infos if ep.has_host_data else None,
+             dict(ep.custom_data) if ep.has_host_data else None,
+             ep.multi_agent_episode_id, ep.start_time, ep.last_step_time) for ep in episodes]
+    return EpisodeMeta(*map(tuple, zip(*rows)))

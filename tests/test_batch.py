@@ -63,6 +63,55 @@ def test_round_trip_gives_equal_episodes(specs, dict_obs):
         chex.assert_trees_all_equal(a, e)
 
 
+def expected_column(items, lookback, keep, L, width, pad_value):
+    """The layout by definition, one column at a time: column `c` holds the episode's item
+    `c - L + lookback` (its step `c - L`) when that item exists and is one of the `keep`
+    newest lookback items or a step; padding everywhere else."""
+    out = np.full((width, *items.shape[1:]), pad_value, items.dtype)
+    for c in range(width):
+        k = c - L + lookback
+        if lookback - keep <= k < len(items):
+            out[c] = items[k]
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 12), st.integers(0, 4)), min_size=1, max_size=5),
+       st.booleans(), st.sampled_from([None, 0, 1, 2]), st.integers(0, 3),
+       st.sampled_from([0, -7.5]), st.sampled_from(["pow2", None]))
+def test_padded_layout_matches_its_definition(specs, dict_obs, lookback_cap, extra_rows,
+                                              pad_value, bucket):
+    """Every leaf of every episode lands where the layout says (lookback cut to
+    `len_lookback_buffer`, any `pad_value`, `pad_batch_to`, Dict observations); the rest is
+    padding, and the per-episode fields line up."""
+    eps = [episode(T, min(lb, T), seed=i, dict_obs=dict_obs) for i, (T, lb) in enumerate(specs)]
+    b = EpisodeBatch.from_episodes(eps, len_lookback_buffer=lookback_cap, bucket=bucket,
+                                   pad_batch_to=len(eps) + extra_rows, pad_value=pad_value)
+    L, T = b.len_lookback_buffer, b.max_len
+    assert L == (max(e.len_lookback_buffer for e in eps) if lookback_cap is None
+                 else lookback_cap)
+    assert b.batch_size == len(eps) + extra_rows
+    for i, ep in enumerate(eps):
+        keep = min(ep.len_lookback_buffer, L)
+        assert b.lookback_lengths[i] == keep and b.lengths[i] == len(ep)
+        pairs = [(ep.observations, b.observations, 1), (ep.actions, b.actions, 0),
+                 (ep.rewards, b.rewards, 0),
+                 (ep.extra_model_outputs, b.extra_model_outputs, 0)]
+        for src, got, extra in pairs:
+            for s, g in zip(jax.tree_util.tree_leaves(src), jax.tree_util.tree_leaves(got)):
+                want = expected_column(np.asarray(s), ep.len_lookback_buffer, keep, L,
+                                       L + T + extra, pad_value)
+                np.testing.assert_array_equal(g[i], want)
+                assert g.dtype == np.asarray(s).dtype
+    for leaf in jax.tree_util.tree_leaves((b.observations, b.actions, b.rewards,
+                                           b.extra_model_outputs)):
+        assert np.all(leaf[len(eps):] == np.asarray(pad_value).astype(leaf.dtype))  # empty rows
+    assert not b.lengths[len(eps):].any() and not b.terminated[len(eps):].any()
+    np.testing.assert_array_equal(b.terminated[:len(eps)], [e.terminated for e in eps])
+    np.testing.assert_array_equal(b.t_started[:len(eps)], [e.t_started for e in eps])
+    assert b.meta.ids == tuple(e.id_ for e in eps)
+
+
 def test_meta_is_dropped_by_transforms_and_can_be_given_back():
     eps = [episode(4, seed=1), episode(6, seed=2)]
     b = EpisodeBatch.from_episodes(eps)
@@ -118,8 +167,11 @@ def test_errors():
                   rewards=np.zeros(2, np.float32), extra_model_outputs={"logp": np.zeros(2,
                                                                                       np.float32)},
                   action_space=gym.spaces.Discrete(2))
-    with pytest.raises(EpisodeError, match="shape"):
+    with pytest.raises(EpisodeError, match=rf"episode 1 \({odd.id_!r}\) has items of shape "
+                       r"\(5,\) where episode 0 has \(3,\)"):
         EpisodeBatch.from_episodes([episode(2), odd])
+    with pytest.raises(EpisodeError, match="episode 1 .* no observations"):
+        EpisodeBatch.from_episodes([episode(2), Episode()])
 
 
 def test_batches_of_episodes_without_host_data():

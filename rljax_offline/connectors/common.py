@@ -198,9 +198,10 @@ def frame_stack(num_frames: int) -> Connector:
         if not isinstance(obs, jax.Array | np.ndarray):
             raise ValueError("frame_stack needs Box observations; flatten Dict/Tuple first")
         x = jnp.where(expand(episodes.obs_mask, obs), obs, zero_of(obs))
-        frames = [jnp.pad(x, [(0, 0), (k, 0)] + [(0, 0)] * (x.ndim - 2))[:, :x.shape[1]]
-                  for k in range(num_frames - 1, -1, -1)]
-        stacked = jnp.concatenate(frames, axis=-1)
+        # One zero pad in front; frame j (oldest first) of column c is padded column c + j.
+        C = x.shape[1]
+        padded = jnp.pad(x, [(0, 0), (num_frames - 1, 0)] + [(0, 0)] * (x.ndim - 2))
+        stacked = jnp.concatenate([padded[:, j:j + C] for j in range(num_frames)], axis=-1)
         spec = stacked_spec(episodes.observation_space_spec, num_frames)
         return episodes.replace(observations=stacked, observation_space_spec=spec), batch, state
 

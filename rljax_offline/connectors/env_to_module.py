@@ -268,9 +268,12 @@ def prefix_normalize(stats: RunningStats, x, pushed, clip: float | None = 10.0,
     (inside `shard_map` / `pmap`) the devices' rows count in device order.
 
     Each episode's totals come from two reductions; Chan's merge scans the `B` totals
-    (associative scan, small); then one `lax.scan` along time carries each episode's running
-    sums and normalizes column by column. That is a few passes over the data: an associative
-    scan along time costs ~2 log2(C) full-size passes, the bulk of the time on CPU.
+    (associative scan, small); then one loop along time carries each episode's running sums
+    and normalizes column by column. The loop reads and writes the `[B, C, ...]` arrays in
+    place, column `c` at a time (`fori_loop` with dynamic slices): a `lax.scan` would need
+    the data time-major: three full transposes (in, out, and back for the episodes) made the
+    CPU learner pipeline ~1.25x slower; an associative scan along time costs ~2 log2(C)
+    full-size passes, and closed-form cumulative sums on XLA's CPU backend lower to the same.
     Sums are of deviations from the episode's first pushed row: centring keeps
     `sum(y^2) - sum(y)^2 / n` clear of the cancellation raw sums of squares suffer in float32,
     and centring on a pushed row keeps runs of equal values (zero padding of stacked frames)
@@ -302,18 +305,20 @@ def prefix_normalize(stats: RunningStats, x, pushed, clip: float | None = 10.0,
         final = merge_stats(stats, local_total)
     before = merge_stats(jax.tree_util.tree_map(lambda a: a[None], before), earlier)  # [B]
 
-    def column(sums, col):
-        x_c, p_c = col
+    def column(c, carry):
+        n, s, q, out = carry
+        x_c = lax.dynamic_index_in_dim(xf, c, axis=1, keepdims=False)
+        p_c = lax.dynamic_index_in_dim(p, c, axis=1, keepdims=False)
         y_c = (x_c - center) * expand(p_c, x_c)
-        n, s, q = sums[0] + p_c, sums[1] + y_c, sums[2] + y_c * y_c
+        n, s, q = n + p_c, s + y_c, q + y_c * y_c
         inv_n = expand(1.0 / jnp.maximum(n, 1.0), x_c)
         within = RunningStats(n, center + s * inv_n, jnp.maximum(q - s * s * inv_n, 0.0))
-        return (n, s, q), normalize(merge_stats(before, within), x_c, clip)
+        normalized = normalize(merge_stats(before, within), x_c, clip)
+        return n, s, q, lax.dynamic_update_index_in_dim(out, normalized, c, axis=1)
 
     zero = jnp.zeros_like(center)
-    _, out = lax.scan(column, (jnp.zeros_like(count), zero, zero),
-                      (jnp.moveaxis(xf, 1, 0), jnp.moveaxis(p, 1, 0)))
-    out = jnp.moveaxis(out, 0, 1)
+    *_, out = lax.fori_loop(0, x.shape[1], column,
+                            (jnp.zeros_like(count), zero, zero, jnp.zeros_like(xf)))
     return (out.astype(x.dtype) if jnp.issubdtype(x.dtype, jnp.floating) else out), final
 
 
