@@ -5,7 +5,8 @@ on the main thread.
 `Background(fn, *args)` starts `fn(*args)` at once; `result()` waits for it and returns its
 value or raises its exception (each time it is asked, with the worker's traceback). The thread
 ends when `fn` returns: there is nothing to close, and `result()` or `wait()` leave no thread
-behind. It is a daemon, so an interpreter that exits meanwhile does not hang on it.
+behind. It is not a daemon: an interpreter that exits meanwhile waits for the (short, finite)
+work to end rather than tear down under an XLA compile still running in C++.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class Background:
         self._value: Any = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(fn, args), name=name,
-                                        daemon=True)
+                                        daemon=False)
         self._thread.start()
 
     def _run(self, fn: Callable, args: tuple) -> None:

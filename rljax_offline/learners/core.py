@@ -192,19 +192,19 @@ def init_state(learner: Learner, seed: int = 0, connector_state: Any = ()) -> Tr
     """A fresh `TrainState`: online networks, their target copies, one optimizer state per
     loss, the step counter and the algorithm's statistics, all made by one compiled program
     (op-by-op init compiles every small op, one program each)."""
-    return _lower_init(learner, seed, connector_state)()
+    return _traced_init(learner, seed, connector_state)()
 
 
 def start_init_state(learner: Learner, seed: int = 0, connector_state: Any = ()) -> Background:
-    """`init_state` whose program is traced and lowered now, on the caller's thread (so a
-    mistake in the learner's `init` raises here), then compiled and run on a background
-    thread: XLA's compile releases the GIL, so the caller reads its data meanwhile.
-    `.result()` is the `TrainState` (or the compile's or run's error)."""
-    return Background(_lower_init(learner, seed, connector_state))
+    """`init_state` whose program is traced now, on the caller's thread (so a mistake in the
+    learner's `init` raises here), then lowered, compiled and run on a background thread:
+    XLA's compile releases the GIL, so the caller reads its data meanwhile. `.result()` is
+    the `TrainState` (or the lowering's, compile's or run's error)."""
+    return Background(_traced_init(learner, seed, connector_state))
 
 
-def _lower_init(learner: Learner, seed: int, connector_state: Any) -> Callable[[], TrainState]:
-    """The init program, lowered; calling the result compiles and runs it."""
+def _traced_init(learner: Learner, seed: int, connector_state: Any) -> Callable[[], TrainState]:
+    """The init program, traced; calling the result lowers, compiles and runs it."""
 
     def init(seed):
         init_key, rng = jax.random.split(jax.random.PRNGKey(seed))
@@ -218,10 +218,10 @@ def _lower_init(learner: Learner, seed: int, connector_state: Any) -> Callable[[
 
     _check_learner(learner)
     seed = np.asarray(seed, np.int32)
-    lowered = jax.jit(init).lower(seed)
+    traced = jax.jit(init).trace(seed)
 
     def compile_and_run() -> TrainState:
-        compiled = lowered.compile(compiler_options=_INIT_COMPILER_OPTIONS)
+        compiled = traced.lower().compile(compiler_options=_INIT_COMPILER_OPTIONS)
         params, opt_states, rng, step, extra = compiled(seed)
         return TrainState(params=params, opt_states=opt_states, step=step, rng=rng,
                           connector_state=connector_state, extra=extra)
