@@ -5,6 +5,7 @@ outlives them."""
 
 import threading
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from conftest import FIXTURES
@@ -78,14 +79,20 @@ def test_the_first_train_leaves_the_evaluation_actor_compiled():
     assert algo.evaluate(2)["num_episodes"] == 2
 
 
+@pytest.mark.parametrize("where", ["compiling the step (background)",
+                                   "shaping the observations (main thread)"])
 def test_a_failure_preparing_acting_never_fails_train_and_evaluate_acts_as_before(
-        monkeypatch):
-    def broken(self, obs):
-        raise RuntimeError("acting cannot be compiled")
+        monkeypatch, where):
+    def broken(*args, **kwargs):
+        raise RuntimeError("acting cannot be prepared")
 
-    monkeypatch.setattr(ActorPolicy, "compile", broken)
+    if where.startswith("compiling"):
+        monkeypatch.setattr(ActorPolicy, "compile", broken)
+    else:
+        monkeypatch.setattr(gym.vector.utils, "create_empty_array", broken)
     algo = _config().build()
     result = algo.train()
     assert result["training_iteration"] == 1 and algo._actor is None
     assert _threads_left() == []
+    monkeypatch.undo()  # acting itself works: only its preparation failed
     assert np.isfinite(algo.evaluate(2)["episode_return_mean"])

@@ -415,12 +415,17 @@ class Algorithm:
             self.load_data()
         n = self.config.updates_per_iteration
         t_upd = time.perf_counter()
-        acting = self._start_acting_compile()
+        # What acting needs of the state is taken before the updates donate its buffers;
+        # the acting step then compiles in the background while the updates run.
+        acting, preparing = self._acting_inputs(), None
         try:
             metrics = self._update(n)
-        finally:
             if acting is not None:
-                self._finish_acting_compile(acting)
+                preparing = Background(self._compiled_actor, *acting)
+            metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+        finally:
+            if preparing is not None:
+                self._keep_compiled_actor(preparing)
         extra = {k: float(v) for k, v in jax.device_get(self.state.extra).items()
                  if np.ndim(v) == 0}
         update_s = time.perf_counter() - t_upd
@@ -445,7 +450,8 @@ class Algorithm:
         return result
 
     def _update(self, n: int) -> dict:
-        """`n` updates on the materialized or streamed data; their metrics, on the host."""
+        """`n` updates on the materialized or streamed data, dispatched; their metrics (device
+        arrays, ready when the updates are done)."""
         if self._data is not None:
             if self._scan is None:
                 self._scan = self.dp.scan_on_device(n, self.config.sample_unit)
@@ -458,34 +464,37 @@ class Algorithm:
             # buffers, which the next update donates.
             self.state = self.state._replace(connector_state=self.dp.put_replicated(
                 jax.device_get(self._agreed(self._stream.cursor.connector_state))))
-        return {k: float(v) for k, v in jax.device_get(metrics).items()}
+        return metrics
 
     # ------------------------------------------------------------------ acting
 
-    def _start_acting_compile(self) -> Background | None:
-        """On the first iteration of a process: the evaluation actor is built and its step
-        compiled for `evaluate()`'s envs on a background thread while the updates run, so
-        the first evaluation acts at once. What it needs of the state (param shapes, the
-        env-to-module state) is taken now, before the updates donate the state's buffers."""
+    def _acting_inputs(self) -> tuple | None:
+        """On the first iteration of a process, what compiling the evaluation actor's step
+        needs (`_compiled_actor`'s arguments): zero params of the right shapes, the fitted
+        env-to-module state and observations shaped like `evaluate()`'s envs'. None when an
+        actor exists already."""
         if self._actor is not None or self._acting_started:
             return None
         self._acting_started = True
-        explore = self.config.evaluation_explore
-        params = jax.tree_util.tree_map(lambda x: np.zeros(x.shape, x.dtype),
-                                        self.state.params)
-        e2m_state = self._e2m_state()
-        num_envs = min(self.config.evaluation_num_envs, self.config.evaluation_duration)
-        obs = gym.vector.utils.create_empty_array(self._obs_space, num_envs)
+        try:
+            params = jax.tree_util.tree_map(lambda x: np.zeros(x.shape, x.dtype),
+                                            self.state.params)
+            num_envs = min(self.config.evaluation_num_envs, self.config.evaluation_duration)
+            obs = gym.vector.utils.create_empty_array(self._obs_space, num_envs)
+            return self.config.evaluation_explore, params, self._e2m_state(), obs
+        except Exception:  # noqa: BLE001 - as in _keep_compiled_actor: acting raises its own
+            return None
 
-        def prepare():
-            actor = self._new_actor(explore)
-            actor.params, actor.e2m_state = params, e2m_state
-            actor.compile(obs)
-            return actor
+    def _compiled_actor(self, explore: bool, params: Any, e2m_state: Any, obs: Any):
+        """A new actor whose step is compiled for envs observing a batch like `obs` (run on a
+        background thread while the first updates run, so the first evaluation acts at
+        once)."""
+        actor = self._new_actor(explore)
+        actor.params, actor.e2m_state = params, e2m_state
+        actor.compile(obs)
+        return actor
 
-        return Background(prepare)
-
-    def _finish_acting_compile(self, acting: Background) -> None:
+    def _keep_compiled_actor(self, acting: Background) -> None:
         """Keeps the actor compiled in the background. If preparing it failed, acting was
         going to fail too: `evaluate()` then builds its actor again and raises that error
         where it belongs, not in `train()`."""
