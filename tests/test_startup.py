@@ -63,7 +63,7 @@ def test_training_and_evaluating_import_no_plotting_logging_or_dataset_modules(b
 def test_one_program_each_for_init_learner_pipeline_updates_and_acting(bc_run):
     # No eager op compiles a small program of its own along the way. On the main thread:
     # reading compiles the learner pipeline, train() the updates' scan. In the background:
-    # the init program (build() lowers it and returns; it compiles while the data is read)
+    # the init program (build() traces it and returns; it compiles while the data is read)
     # and the evaluation's jitted acting step (compiled while the first updates run, so
     # evaluate() finds it ready and compiles nothing).
     assert bc_run["compiles"] == {"read": 1, "train": 1, "background": 2}

@@ -505,7 +505,6 @@ class Algorithm:
         if self._actor is None:
             self._actor = actor
 
-
     def _e2m_state(self):
         """The env-to-module state: the learner's fitted state for the shared custom pieces
         (the learner pipeline's state is (defaults-with-custom, *algorithm pieces))."""
