@@ -61,6 +61,21 @@ def test_build_returns_before_the_init_program_and_its_state_is_the_synchronous_
     assert _threads_left() == []
 
 
+def test_a_mistake_in_the_learners_init_still_raises_in_build(monkeypatch):
+    make = BCConfig.make_learner
+
+    def broken_init(self, obs_spec, act_spec):
+        def init(rng):
+            raise ValueError("hidden layer sizes must be positive")
+
+        return make(self, obs_spec, act_spec)._replace(init=init)
+
+    monkeypatch.setattr(BCConfig, "make_learner", broken_init)
+    with pytest.raises(ValueError, match="hidden layer sizes must be positive"):
+        _config().build()  # traced on the caller's thread: no deferred surprise
+    assert _threads_left() == []
+
+
 def test_an_init_program_that_fails_in_the_background_raises_when_the_state_is_used(
         monkeypatch):
     # A compile option XLA does not know: the compile on the background thread fails.
