@@ -122,7 +122,9 @@ def _is_stateful(learner: Learner) -> bool:
 
 
 class Algorithm:
-    """An offline RL algorithm (see the module docstring). Build with `SomeConfig().build()`."""
+    """An offline RL algorithm (see the module docstring). Build with `SomeConfig().build()`:
+    it returns while the init program compiles on a background thread (`state` waits for it),
+    so reading the data overlaps that compile."""
 
     def __init__(self, config: AlgorithmConfig):
         config.validate()
