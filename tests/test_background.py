@@ -51,7 +51,7 @@ def test_background_raises_the_worker_error_each_time_it_is_asked():
     assert job.done and _threads_left() == []
 
 
-def test_build_returns_before_the_init_program_and_its_state_is_the_synchronous_one():
+def test_the_state_initialised_in_the_background_is_the_synchronous_one():
     algo = _config().build()
     expected = core.init_state(algo.learner, algo.config.seed)
     got = algo.state  # waits for the background init
