@@ -71,3 +71,22 @@ def test_one_program_each_for_init_learner_pipeline_updates_and_acting(bc_run):
 
 def test_no_background_thread_outlives_the_start_up(bc_run):
     assert bc_run["threads_left"] == []
+
+
+def test_the_init_programs_cpu_options_change_no_value_and_are_dropped_where_unknown(
+        monkeypatch):
+    import jax
+    import numpy as np
+
+    from rljax_offline import BCConfig
+    from rljax_offline.learners import core
+
+    learner = (BCConfig().environment("CartPole-v1").offline_data(input_="unused")
+               .learners(num_devices=1, compilation_cache_dir=None).build().learner)
+    states = [core.init_state(learner, 7)]
+    for cpu_options in ({}, {"xla_no_such_option_h15": False}):  # none; one XLA lacks
+        monkeypatch.setattr(core, "_INIT_CPU_COMPILER_OPTIONS", cpu_options)
+        states.append(core.init_state(learner, 7))
+    leaves = [jax.tree_util.tree_leaves(jax.device_get(s)) for s in states]
+    for other in leaves[1:]:
+        assert all(np.array_equal(a, b) for a, b in zip(leaves[0], other))

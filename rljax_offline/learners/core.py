@@ -186,6 +186,22 @@ def per_example_uniform(keys: jax.Array, shape: tuple = (), minval=0.0, maxval=1
 # milliseconds. The values are the same draw up to float rounding (~1 ulp in a few percent
 # of the weights, where the default level fuses differently), deterministic per backend.
 _INIT_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0}
+# On CPU, XLA's older elemental emitters compile the init program in about half the time of its
+# fusion emitters (~0.3 instead of ~0.6 CPU-s for a [256, 256] MLP with Adam). Only where the
+# installed XLA still has the option: without it, the options above alone.
+_INIT_CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+
+
+def _compile_init(lowered) -> Any:
+    """The lowered init program, compiled with the cheapest options this backend takes."""
+    if jax.default_backend() == "cpu":
+        try:
+            return lowered.compile(compiler_options={**_INIT_COMPILER_OPTIONS,
+                                                     **_INIT_CPU_COMPILER_OPTIONS})
+        except Exception as e:  # noqa: BLE001 - XLA reports an unknown option generically
+            if "No such compile option" not in str(e):
+                raise
+    return lowered.compile(compiler_options=_INIT_COMPILER_OPTIONS)
 
 
 def init_state(learner: Learner, seed: int = 0, connector_state: Any = ()) -> TrainState:
@@ -221,7 +237,7 @@ def _traced_init(learner: Learner, seed: int, connector_state: Any) -> Callable[
     traced = jax.jit(init).trace(seed)
 
     def compile_and_run() -> TrainState:
-        compiled = traced.lower().compile(compiler_options=_INIT_COMPILER_OPTIONS)
+        compiled = _compile_init(traced.lower())
         params, opt_states, rng, step, extra = compiled(seed)
         return TrainState(params=params, opt_states=opt_states, step=step, rng=rng,
                           connector_state=connector_state, extra=extra)
