@@ -15,12 +15,13 @@ NOT_FOR_TRAINING = ("matplotlib", "tensorboardX", "pyarrow.dataset", "pandas", "
                     "wandb", "mlflow")
 
 _RUN = """
-import json, sys
+import json, sys, threading
 import jax
 
 compiles = []
 jax.monitoring.register_event_duration_secs_listener(
-    lambda event, duration, **kw: compiles.append(phase[0])
+    lambda event, duration, **kw: compiles.append(
+        phase[0] if threading.current_thread() is threading.main_thread() else "background")
     if event == "/jax/core/compile/backend_compile_duration" else None)
 phase = ["import"]
 import rljax_offline
@@ -36,7 +37,8 @@ phase[0] = "train"
 algo.train()
 phase[0] = "evaluate"
 algo.evaluate(2)
-print(json.dumps({{"after_import": after_import,
+threads = sorted(t.name for t in threading.enumerate() if t.name.startswith("rljax_offline"))
+print(json.dumps({{"after_import": after_import, "threads_left": threads,
                   "after_run": sorted(m for m in {names} if m in sys.modules),
                   "compiles": {{p: compiles.count(p) for p in set(compiles)}}}}))
 """
@@ -59,7 +61,32 @@ def test_training_and_evaluating_import_no_plotting_logging_or_dataset_modules(b
 
 
 def test_one_program_each_for_init_learner_pipeline_updates_and_acting(bc_run):
-    # No eager op compiles a small program of its own along the way: build compiles the
-    # init program alone, reading the learner pipeline, train() the updates' scan and the
-    # evaluation one jitted acting step.
-    assert bc_run["compiles"] == {"build": 1, "read": 1, "train": 1, "evaluate": 1}
+    # No eager op compiles a small program of its own along the way. On the main thread:
+    # reading compiles the learner pipeline, train() the updates' scan. In the background:
+    # the init program (build() traces it and returns; it compiles while the data is read)
+    # and the evaluation's jitted acting step (compiled while the first updates run, so
+    # evaluate() finds it ready and compiles nothing).
+    assert bc_run["compiles"] == {"read": 1, "train": 1, "background": 2}
+
+
+def test_no_background_thread_outlives_the_start_up(bc_run):
+    assert bc_run["threads_left"] == []
+
+
+def test_the_init_programs_cpu_options_change_no_value_and_are_dropped_where_unknown(
+        monkeypatch):
+    import jax
+    import numpy as np
+
+    from rljax_offline import BCConfig
+    from rljax_offline.learners import core
+
+    learner = (BCConfig().environment("CartPole-v1").offline_data(input_="unused")
+               .learners(num_devices=1, compilation_cache_dir=None).build().learner)
+    states = [core.init_state(learner, 7)]
+    for cpu_options in ({}, {"xla_no_such_option_h15": False}):  # none; one XLA lacks
+        monkeypatch.setattr(core, "_INIT_CPU_COMPILER_OPTIONS", cpu_options)
+        states.append(core.init_state(learner, 7))
+    leaves = [jax.tree_util.tree_leaves(jax.device_get(s)) for s in states]
+    for other in leaves[1:]:
+        assert all(np.array_equal(a, b) for a, b in zip(leaves[0], other))

@@ -45,6 +45,7 @@ import rljax_offline.algorithms.registry as registry
 from rljax_offline import compilation_cache, distributed, host_memory
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.stream import CursorTracker, StreamCursor, stream_batches
+from rljax_offline.background import Background
 from rljax_offline.batch import EpisodeBatch
 from rljax_offline.connectors import (
     Context,
@@ -64,9 +65,9 @@ from rljax_offline.learners.core import (
     DeviceData,
     Learner,
     TrainState,
-    init_state,
     prefetch_to_device,
     select_devices,
+    start_init_state,
 )
 
 MODULE_ID = "default_policy"
@@ -122,7 +123,9 @@ def _is_stateful(learner: Learner) -> bool:
 
 
 class Algorithm:
-    """An offline RL algorithm (see the module docstring). Build with `SomeConfig().build()`."""
+    """An offline RL algorithm (see the module docstring). Build with `SomeConfig().build()`:
+    it returns while the init program compiles on a background thread (`state` waits for it),
+    so reading the data overlaps that compile."""
 
     def __init__(self, config: AlgorithmConfig):
         config.validate()
@@ -166,8 +169,12 @@ class Algorithm:
         self.rows_per_update = self._rows_per_update()
         self.dp = DataParallel(self.learner, self.devices, self.rows_per_update,
                                mode=config.update_mode)
-        self.state: TrainState = self.dp.put_replicated(init_state(
-            self.learner, config.seed, connector_state=self.learner_connector.init(self.spaces)))
+        # The init program compiles and runs on a background thread while the caller goes on
+        # (reading the data): `self.state` waits for it on first use.
+        self._initial_connector_state = self.learner_connector.init(self.spaces)
+        self._pending_state: Background | None = start_init_state(
+            self.learner, config.seed, connector_state=self._initial_connector_state)
+        self._state: TrainState | None = None
         self.iteration = 0
         self.history: list[dict] = []
         self._learner_apply = jax.jit(self.learner_connector.apply)
@@ -179,8 +186,34 @@ class Algorithm:
         self._prelearner = (config.prelearner_class(config=config, spaces=self.spaces)
                             if config.prelearner_class is not None else None)
         self._actor = None
+        self._acting_started = False
         self._runner = None
         self.timers: dict[str, float] = {}
+
+    @property
+    def state(self) -> TrainState:
+        """Every network, optimizer state, RNG and connector state (`TrainState`), replicated
+        on the devices. The first use waits for the init program that `build()` left
+        compiling in the background, and raises its error if it failed."""
+        if self._pending_state is not None:
+            state = self._pending_state.result()
+            self._state, self._pending_state = self.dp.put_replicated(state), None
+        return self._state
+
+    @state.setter
+    def state(self, state: TrainState) -> None:
+        if self._pending_state is not None:  # replaced unseen: its thread ends, unneeded
+            self._pending_state.wait()
+            self._pending_state = None
+        self._state = state
+
+    @property
+    def _connector_state(self) -> Any:
+        """The learner connector state, without waiting for a pending init program (its
+        state starts from the pipeline's fresh one)."""
+        if self._pending_state is not None:
+            return self._initial_connector_state
+        return self.state.connector_state
 
     @property
     def algo_name(self) -> str:
@@ -319,7 +352,7 @@ class Algorithm:
                 raise ValueError(f"no episodes found in {self.config.input_!r}")
             # A restored connector state (a fitted mean-std filter) is used as saved: fitting it
             # again would count the data twice and break exact resume.
-            cols, cstate, lengths = self._columns(episodes, self.state.connector_state,
+            cols, cstate, lengths = self._columns(episodes, self._connector_state,
                                                   fit=not self._restored)
             self.state = self.dp.put_replicated(self.state._replace(
                 connector_state=self._agreed(cstate)))
@@ -335,7 +368,7 @@ class Algorithm:
             # they fragment and the resident set creeps up (see host_memory).
             host_memory.fixed_mmap_threshold()
             start = self._resume_cursor or StreamCursor(
-                replay_state=jax.device_get(self.state.connector_state))
+                replay_state=jax.device_get(self._connector_state))
             # The prefetch thread's generator holds the algorithm weakly: an algorithm that
             # is dropped without stop() is still collected, and its thread then ends.
             batches = Algorithm._global_batches(weakref.proxy(self), start)
@@ -388,19 +421,17 @@ class Algorithm:
             self.load_data()
         n = self.config.updates_per_iteration
         t_upd = time.perf_counter()
-        if self._data is not None:
-            if self._scan is None:
-                self._scan = self.dp.scan_on_device(n, self.config.sample_unit)
-            self.state, metrics = self._scan(self.state, self._data)
-        else:
-            self.state, metrics = self.dp.stream_updates(self.state, self._stream, n)
-            # The connector state fitted on the data of the batches consumed so far (the
-            # producer runs ahead by the prefetch depth: its own state would depend on
-            # timing). Put from a host copy: a device_put can alias the prefetch thread's
-            # buffers, which the next update donates.
-            self.state = self.state._replace(connector_state=self.dp.put_replicated(
-                jax.device_get(self._agreed(self._stream.cursor.connector_state))))
-        metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+        # What acting needs of the state is taken before the updates donate its buffers;
+        # the acting step then compiles in the background while the updates run.
+        acting, preparing = self._acting_inputs(), None
+        try:
+            metrics = self._update(n)
+            if acting is not None:
+                preparing = Background(self._compiled_actor, *acting)
+            metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+        finally:
+            if preparing is not None:
+                self._keep_compiled_actor(preparing)
         extra = {k: float(v) for k, v in jax.device_get(self.state.extra).items()
                  if np.ndim(v) == 0}
         update_s = time.perf_counter() - t_upd
@@ -424,7 +455,61 @@ class Algorithm:
         self.history.append(result)
         return result
 
+    def _update(self, n: int) -> dict:
+        """`n` updates on the materialized or streamed data, dispatched; their metrics (device
+        arrays, ready when the updates are done)."""
+        if self._data is not None:
+            if self._scan is None:
+                self._scan = self.dp.scan_on_device(n, self.config.sample_unit)
+            self.state, metrics = self._scan(self.state, self._data)
+        else:
+            self.state, metrics = self.dp.stream_updates(self.state, self._stream, n)
+            # The connector state fitted on the data of the batches consumed so far (the
+            # producer runs ahead by the prefetch depth: its own state would depend on
+            # timing). Put from a host copy: a device_put can alias the prefetch thread's
+            # buffers, which the next update donates.
+            self.state = self.state._replace(connector_state=self.dp.put_replicated(
+                jax.device_get(self._agreed(self._stream.cursor.connector_state))))
+        return metrics
+
     # ------------------------------------------------------------------ acting
+
+    def _acting_inputs(self) -> tuple | None:
+        """On the first iteration of a process, what compiling the evaluation actor's step
+        needs (`_compiled_actor`'s arguments): zero params of the right shapes, the fitted
+        env-to-module state and observations shaped like `evaluate()`'s envs'. None when an
+        actor exists already."""
+        if self._actor is not None or self._acting_started:
+            return None
+        self._acting_started = True
+        try:
+            params = jax.tree_util.tree_map(lambda x: np.zeros(x.shape, x.dtype),
+                                            self.state.params)
+            num_envs = min(self.config.evaluation_num_envs, self.config.evaluation_duration)
+            obs = gym.vector.utils.create_empty_array(self._obs_space, num_envs)
+            return self.config.evaluation_explore, params, self._e2m_state(), obs
+        except Exception:  # noqa: BLE001 - as in _keep_compiled_actor: acting raises its own
+            return None
+
+    def _compiled_actor(self, explore: bool, params: Any, e2m_state: Any, obs: Any):
+        """A new actor whose step is compiled for envs observing a batch like `obs` (run on a
+        background thread while the first updates run, so the first evaluation acts at
+        once)."""
+        actor = self._new_actor(explore)
+        actor.params, actor.e2m_state = params, e2m_state
+        actor.compile(obs)
+        return actor
+
+    def _keep_compiled_actor(self, acting: Background) -> None:
+        """Keeps the actor compiled in the background. If preparing it failed, acting was
+        going to fail too: `evaluate()` then builds its actor again and raises that error
+        where it belongs, not in `train()`."""
+        try:
+            actor = acting.result()
+        except Exception:  # noqa: BLE001 - acting's own errors are raised by acting
+            return
+        if self._actor is None:
+            self._actor = actor
 
     def _e2m_state(self):
         """The env-to-module state: the learner's fitted state for the shared custom pieces

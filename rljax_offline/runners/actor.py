@@ -269,6 +269,17 @@ class ActorPolicy:
         n = self._state.t.shape[0]
         self._observed = (np.zeros(n, np.float32), obs, np.ones(n, bool))
 
+    def compile(self, obs) -> None:
+        """Compiles the step that `reset(obs, seed)` and `select()` run for envs observing a
+        batch like `obs` (`[N, ...]`, the vector env's layout), without running it or
+        changing this actor: the first real step then starts at once."""
+        state = self.actor.blank(obs, host_key(0))
+        if self._e2m_state is not None:
+            state = state._replace(pipeline_state=self._e2m_state)
+        n = state.t.shape[0]
+        self.actor.step.lower(self._params, state, np.zeros(n, np.float32), obs,
+                              np.ones(n, bool)).compile()
+
     def observe(self, rewards, next_obs, fresh) -> None:
         """The env step that followed `select()`: its rewards and next observations; `fresh`
         marks the envs whose `next_obs` is a reset observation. Runs with the next select."""
