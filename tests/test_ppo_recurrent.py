@@ -285,8 +285,8 @@ def test_lstm_beats_mlp_on_stateless_cartpole_with_ppo():
     stays near a random policy's return; the LSTM infers it and balances far longer."""
 
     def final_return(model_config):
-        algo = (PPOConfig().environment(StatelessCartPole)
-                .env_runners(num_envs_per_env_runner=8)
+        algo = (PPOConfig().environment("StatelessCartPole-v1")
+                .env_runners(num_envs_per_env_runner=8).learners(num_devices=1)
                 .training(train_batch_size_per_learner=1024, minibatch_size=256,
                           num_epochs=6, lr=1e-3, vf_loss_coeff=0.01, lambda_=0.95)
                 .rl_module(model_config=model_config).debugging(seed=0)).build()
