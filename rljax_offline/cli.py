@@ -90,6 +90,24 @@ def json_object(text: str) -> dict:
     return value
 
 
+def model_config(text: str) -> dict:
+    """RLlib's model-config keys as a JSON object; unknown keys are refused by name."""
+    from rljax_offline.models.policy import MODEL_CONFIG_DEFAULTS
+
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({e}): {text[:80]!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(
+            'expected a JSON object of model-config keys, e.g. \'{"use_lstm": true}\'')
+    unknown = sorted(set(value) - set(MODEL_CONFIG_DEFAULTS))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown model-config keys {unknown}; supported: "
+                                         f"{sorted(MODEL_CONFIG_DEFAULTS)}")
+    return value
+
+
 def device_count(text: str):
     return text if text == "all" else positive_int(text)
 
@@ -223,7 +241,7 @@ def _config_from_args(args):
             .learners(num_devices=args.num_devices, **_distributed_kwargs(args))
             .evaluation(evaluation_interval=args.eval_interval,
                         evaluation_duration=args.eval_episodes)
-            .rl_module(model_config={"fcnet_hiddens": args.hiddens})
+            .rl_module(model_config={"fcnet_hiddens": args.hiddens, **args.model_config})
             .debugging(seed=args.seed))
 
 
@@ -453,6 +471,8 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
              "--out runs/ppo\n"
              "  rljax-offline train --algo cql --min-q-weight 5 --input data/mixed --out runs/cql\n"
              "  rljax-offline train --input minari:cartpole/expert-v0 --stop-return 450\n"
+             "  rljax-offline train --algo ppo --env StatelessCartPole-v1 "
+             "--model-config '{\"use_lstm\": true, \"max_seq_len\": 16}'\n"
              "  tensorboard --logdir runs/bc", cmd_train)
     p.add_argument("--algo", default="bc", choices=names(),
                    help="the algorithm; `train --algo NAME --help` lists its own options")
@@ -482,6 +502,10 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
                    help="gradient updates per iteration, one jitted lax.scan (default 100)")
     p.add_argument("--hiddens", type=positive_int, nargs="+", default=[256, 256],
                    help="hidden layer sizes of the policy MLP (fcnet_hiddens)")
+    p.add_argument("--model-config", type=model_config, default={},
+                   help="more of RLlib's model-config keys as a JSON object, over --hiddens: "
+                        "'{\"use_lstm\": true, \"max_seq_len\": 20}' (or use_gru, "
+                        "lstm_cell_size, conv_filters, ...) for recurrent or image policies")
     p.add_argument("--num-devices", default="all",
                    type=device_count,
                    help="local accelerators to train on data-parallel: a number or 'all'")
