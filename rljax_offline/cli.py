@@ -79,11 +79,16 @@ def batch_size(text: str) -> int:
     return value
 
 
-def json_object(text: str) -> dict:
+def _json(text: str) -> object:
+    """A flag's JSON value; invalid JSON is a usage error quoting the text."""
     try:
-        value = json.loads(text)
+        return json.loads(text)
     except (ValueError, RecursionError) as e:
         raise argparse.ArgumentTypeError(f"not valid JSON ({e}): {text[:80]!r}") from None
+
+
+def json_object(text: str) -> dict:
+    value = _json(text)
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         raise argparse.ArgumentTypeError(
             'expected a JSON object of column names, e.g. \'{"obs": "o_t"}\'')
@@ -94,10 +99,7 @@ def model_config(text: str) -> dict:
     """RLlib's model-config keys as a JSON object; unknown keys are refused by name."""
     from rljax_offline.models.policy import MODEL_CONFIG_DEFAULTS
 
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError) as e:
-        raise argparse.ArgumentTypeError(f"not valid JSON ({e}): {text[:80]!r}") from None
+    value = _json(text)
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(
             'expected a JSON object of model-config keys, e.g. \'{"use_lstm": true}\'')
