@@ -628,16 +628,17 @@ class Algorithm:
             return
         processes = saved["processes"]
         if len(processes) != jax.process_count():
-            raise ckpt.CheckpointError(f"checkpoint {path!r} streamed its data on {len(processes)} "
-                             f"process(es); resume it on as many (each streams its own "
-                             f"share of the files), not {jax.process_count()}")
+            raise ckpt.CheckpointError(
+                f"checkpoint {path!r} streamed its data on {len(processes)} process(es); "
+                f"resume it on as many (each streams its own share of the files), not "
+                f"{jax.process_count()}")
         now = {"batch_size": self.dp.local_batch_size, "chunk_size": self._stream_chunk_size,
                "shuffle_buffer_size": self.config.shuffle_buffer_size}
         changed = {k: (saved.get(k), v) for k, v in now.items() if saved.get(k) != v}
         if changed:
-            raise ckpt.CheckpointError(f"checkpoint {path!r} streamed its data with other settings "
-                             f"(saved, now): {changed}; the resumed stream would not be the "
-                             "one that was saved")
+            raise ckpt.CheckpointError(
+                f"checkpoint {path!r} streamed its data with other settings (saved, now): "
+                f"{changed}; the resumed stream would not be the one that was saved")
         raw = ckpt.load_file(path, STREAM_FILE)
         if raw is None:
             raise ckpt.CheckpointError(f"checkpoint {path!r} is incomplete: its meta names a "
