@@ -167,6 +167,22 @@ def test_two_process_streaming_resumes_every_process_cursor(tmp_path):
         return (folder / gen / ckpt.STATE_FILE).read_bytes()
 
     assert state("resumed") == state("straight")
+    # One process cannot go on with two processes' cursors: each streamed its own files.
+    from rljax_offline.connectors import mean_std_filter
+    from rljax_offline.learners.bc import BCConfig
+
+    alone = (BCConfig().environment("CartPole-v1")
+             .offline_data(input_=str(data), materialize_data=False,
+                           materialize_mapped_data=False, shuffle_buffer_size=3,
+                           input_read_batch_size=3)
+             .training(train_batch_size_per_learner=64, num_updates_per_iteration=3,
+                       learner_connector=lambda spaces: [
+                           mean_std_filter(as_learner_connector=True)])
+             .rl_module(model_config={"fcnet_hiddens": [16]})
+             .evaluation(evaluation_interval=0).learners(num_devices=1)).build()
+    with pytest.raises(ckpt.CheckpointError,
+                       match=r"streamed its data on 2 process\(es\); resume it on as many"):
+        alone.restore(str(tmp_path / "resumed" / "checkpoint"))
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ tests/test_faults_resume.py.)"""
 
 import json
 import os
+import shutil
 
 import jax
 import numpy as np
@@ -173,4 +174,9 @@ def test_restore_in_place_rewinds_a_running_stream_stop_keeps_it_settings_are_ch
     gen = sorted(n for n in os.listdir(tmp_path / "c") if n.startswith("gen-"))[-1]
     manifest = json.load(open(tmp_path / "c" / gen / ckpt.MANIFEST_FILE))
     assert "stream.msgpack" in manifest["files"]  # checksummed like the state
+    shutil.copytree(tmp_path / "c", tmp_path / "lost")
+    (tmp_path / "lost" / gen / "stream.msgpack").unlink()
+    with pytest.raises(ckpt.CheckpointError, match="names a stream cursor but "
+                                                   "stream.msgpack is missing"):
+        algo.restore(str(tmp_path / "lost"))
     algo.stop()
