@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import rljax_offline.algorithms.registry as registry
-from rljax_offline import compilation_cache, distributed, host_memory
+from rljax_offline import compilation_cache, distributed, gc_pause, host_memory
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.stream import CursorTracker, StreamCursor, stream_batches
 from rljax_offline.background import Background
@@ -347,7 +347,8 @@ class Algorithm:
             raise ConfigError("no offline data: set config.offline_data(input_=...)")
         t0 = time.perf_counter()
         if not self.config.streams_data:
-            episodes = self._prelearned(list(self._episode_stream(0, shuffle=False)))
+            with gc_pause.paused():  # see read_episodes
+                episodes = self._prelearned(list(self._episode_stream(0, shuffle=False)))
             if not episodes:
                 raise ValueError(f"no episodes found in {self.config.input_!r}")
             # A restored connector state (a fitted mean-std filter) is used as saved: fitting it

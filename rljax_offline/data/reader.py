@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from rljax_offline import gc_pause
 from rljax_offline.data.codec import decode_episode
 from rljax_offline.data.errors import OfflineDataError
 from rljax_offline.data.files import as_data_error, display_name, open_parquet, resolve_files
@@ -214,8 +215,11 @@ def _read_ahead(stream: Iterator[Episode], prefetch: int) -> Iterator[Episode]:
 
 
 def read_episodes(input_: Any, **options) -> list[Episode]:
-    """Every episode of `input_` in memory (RLlib's `materialize_data`); see `iter_episodes`."""
-    return list(iter_episodes(input_, **options))
+    """Every episode of `input_` in memory (RLlib's `materialize_data`); see `iter_episodes`.
+    The cycle collector waits meanwhile (`gc_pause`: msgpack's garbage has no cycles); a
+    stream does not pause it, its reads going on beside the training for hours."""
+    with gc_pause.paused():
+        return list(iter_episodes(input_, **options))
 
 
 def _shuffled(stream: Iterator, size: int, seed: int | None, buf: list | None = None,
