@@ -16,6 +16,7 @@ The batch size is symbolic, so one file serves any `B`. Two kinds:
       obs           [B, ...], or [B, lookback + 1, ...] (oldest first) for pipelines that
                     read past observations
       state         the recurrent state before this step, e.g. {"h": [B, cell], "c": ...}
+                    (recurrent PPO: the actor's part only)
       prev_actions  [B, ...]: the action the env got at the previous step
       prev_rewards  [B]: the reward of the previous step
       t             [B] int32: steps since the env's reset, 0 at the reset observation
@@ -60,6 +61,7 @@ import numpy as np
 from rljax_offline import spaces as sp
 from rljax_offline.connectors.core import Connector, Spaces
 from rljax_offline.connectors.env_to_module import PREV_ACTIONS_KEY, PREV_REWARDS_KEY
+from rljax_offline.learners.ppo import ACTOR, CRITIC
 from rljax_offline.runners.actor import ActorState, make_actor
 
 FORMATS = ("stablehlo", "onnx")
@@ -142,6 +144,23 @@ def step_layout(parts: PolicyParts) -> StepLayout:
     return StepLayout(obs_lookback, prev_actions, prev_rewards, bool(parts.policy.is_stateful))
 
 
+def _is_actor_critic(policy: Any) -> bool:
+    """Whether `policy`'s state is an actor-critic module's `{"actor": .., "critic": ..}`
+    (recurrent PPO): acting reads only the actor's part, so the exported step takes and
+    returns only that; the critic's cell gets its initial state and, its output unused, is
+    dead code in the graph."""
+    if not policy.is_stateful:
+        return False
+    state = policy.initial_state()
+    return isinstance(state, dict) and set(state) == {ACTOR, CRITIC}
+
+
+def _acting_state(policy: Any) -> Any:
+    """The initial state of what the exported step carries (per item, no batch axis)."""
+    state = policy.initial_state()
+    return state[ACTOR] if _is_actor_critic(policy) else state
+
+
 def _host(tree: Any) -> Any:
     return jax.tree_util.tree_map(jnp.asarray, jax.device_get(tree))
 
@@ -153,14 +172,19 @@ def greedy_policy_fn(parts: PolicyParts) -> Callable:
     `(actions, action_dist_inputs)`, and a recurrent one also the state after the step."""
     layout = step_layout(parts)
     params, e2m_state = _host(parts.params), _host(parts.env_to_module_state)
-    actor = make_actor(parts.policy, parts.spaces, parts.env_to_module, parts.module_to_env,
-                       env_to_module_state=e2m_state, lookback=parts.lookback, explore=False)
+    actor = make_actor(parts.policy, parts.spaces, parts.env_to_module,
+                       parts.module_to_env, env_to_module_state=e2m_state,
+                       lookback=parts.lookback, explore=False)
     window = _window_state_fn(parts, layout, actor.window, e2m_state)
+
+    actor_critic = _is_actor_critic(parts.policy)
 
     def act_on(state: ActorState):
         actions, extras, _ = actor.select_action(params, state)
         out = (actions, extras["action_dist_inputs"])
-        return (*out, extras["state_out"]) if layout.stateful else out
+        if not layout.stateful:
+            return out
+        return (*out, extras["state_out"][ACTOR] if actor_critic else extras["state_out"])
 
     if not layout.takes_dict:
         return lambda obs: act_on(window({"obs": obs}))
@@ -195,6 +219,14 @@ def _window_state_fn(parts: PolicyParts, layout: StepLayout, K: int, e2m_state: 
     steps. Window slots the policy does not read are zeros."""
     act_shape, act_dtype = _action_shape_dtype(parts.spaces)
     L = layout.observation_lookback
+    critic = parts.policy.initial_state()[CRITIC] if _is_actor_critic(parts.policy) else None
+
+    def module_state(state, n):
+        """The module's whole state from the step's (the critic's initial state added)."""
+        if critic is None:
+            return state
+        return {ACTOR: state, CRITIC: jax.tree_util.tree_map(
+            lambda x: jnp.broadcast_to(jnp.asarray(x), (n, *np.shape(x))), critic)}
 
     def state_of(inputs: dict) -> ActorState:
         obs = inputs["obs"]
@@ -222,12 +254,11 @@ def _window_state_fn(parts: PolicyParts, layout: StepLayout, K: int, e2m_state: 
                                  act_dtype)
         rewards = last_of_window(inputs["prev_rewards"] if layout.prev_rewards
                                  else jnp.zeros((n,), jnp.float32), (), jnp.float32)
-        states = jax.tree_util.tree_map(
-            lambda s: last_of_window(s, s.shape[1:], s.dtype), inputs["state"]) \
-            if layout.stateful else ()
+        state = module_state(inputs["state"], n) if layout.stateful else ()
+        states = jax.tree_util.tree_map(lambda s: last_of_window(s, s.shape[1:], s.dtype),
+                                        state)
         chosen = (jnp.zeros((n, *act_shape), act_dtype),
-                  jax.tree_util.tree_map(jnp.zeros_like, inputs["state"])
-                  if layout.stateful else ())
+                  jax.tree_util.tree_map(jnp.zeros_like, state))
         return ActorState(jax.tree_util.tree_map(obs_window, obs), actions, rewards, states,
                           real.astype(jnp.int32), t, chosen, None, e2m_state)
 
@@ -276,7 +307,7 @@ def input_signature(parts: PolicyParts, batch: Any = "B") -> Any:
     if layout.stateful:
         sig["state"] = jax.tree_util.tree_map(
             lambda x: jax.ShapeDtypeStruct((b, *np.shape(x)), _narrow(np.asarray(x).dtype)),
-            parts.policy.initial_state())
+            _acting_state(parts.policy))
     if layout.prev_actions:
         shape, dtype = _action_shape_dtype(parts.spaces)
         sig["prev_actions"] = jax.ShapeDtypeStruct((b, *shape), dtype)

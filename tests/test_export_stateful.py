@@ -16,6 +16,7 @@ import pytest
 from rljax_offline.connectors.common import frame_stack
 from rljax_offline.export import ExportError, initial_state, load_stablehlo, signature_path
 from rljax_offline.learners.bc import BCConfig
+from rljax_offline.learners.ppo import PPOConfig
 from rljax_offline.runners.env_runner import EnvRunner, record_expert
 
 # float32 network outputs through a few layers: allow a few ulps of the outputs' scale.
@@ -147,13 +148,15 @@ def test_lstm_with_previous_action_and_reward_steps_as_the_actor(lstm_bc, tmp_pa
     _assert_acts_as_the_actor(actions, logits, ref_actions, ref_logits, mask)
 
 
-def test_gru_state_is_h_only_and_steps_as_the_actor(tmp_path):
-    """An untrained GRU without previous action/reward: `{h}` state, no `prev_*` inputs."""
-    algo = BCConfig().environment("StatelessCartPole-v1").rl_module(model_config={
-        "fcnet_hiddens": [8], "use_gru": True, "lstm_cell_size": 6}).build()
+def test_recurrent_ppo_exports_its_actor_part_and_steps_as_the_actor(tmp_path):
+    """An (untrained) GRU PPO: the module's state is `{"actor": {h}, "critic": {h}}`; acting
+    reads only the actor's, so that is what the step takes and returns."""
+    algo = PPOConfig().environment("StatelessCartPole-v1").rl_module(model_config={
+        "fcnet_hiddens": [8], "use_gru": True, "lstm_cell_size": 6, "max_seq_len": 8}).build()
     path = algo.export_policy(str(tmp_path / "gru.stablehlo"))
     doc = json.load(open(signature_path(path)))
     assert [i["name"] for i in doc["inputs"]] == ["obs", "state.h", "t"]
+    assert [o["name"] for o in doc["outputs"]][2:] == ["state_out.h"]
     inputs, ref_actions, ref_logits, mask = _lanes(algo, "StatelessCartPole-v1")
     actions, logits = _replay(load_stablehlo(path), inputs, ("obs", "t"), _stale_state(path))
     _assert_acts_as_the_actor(actions, logits, ref_actions, ref_logits, mask)
@@ -178,6 +181,13 @@ def test_frame_stacking_takes_the_observation_window(cartpole_data, tmp_path):
     _assert_acts_as_the_actor(actions, logits, ref_actions, ref_logits, mask)
     with pytest.raises(ExportError, match="without recurrent state"):
         initial_state(path, 2)
+
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("jax2onnx")
+    session = ort.InferenceSession(algo.export_policy(str(tmp_path / "stack.onnx"), "onnx"))
+    assert [i.name for i in session.get_inputs()] == ["obs", "t"]
+    actions, logits = _replay(lambda x: session.run(None, x), inputs, ("obs", "t"), None)
+    _assert_acts_as_the_actor(actions, logits, ref_actions, ref_logits, mask)
 
 
 def test_cli_exports_a_recurrent_checkpoint(lstm_bc, tmp_path, capsys):
