@@ -52,6 +52,7 @@ import json
 import logging
 import os
 from collections.abc import Callable
+from importlib.metadata import version as _version
 from typing import Any, NamedTuple
 
 import jax
@@ -188,23 +189,7 @@ def greedy_policy_fn(parts: PolicyParts) -> Callable:
 
     if not layout.takes_dict:
         return lambda obs: act_on(window({"obs": obs}))
-    return lambda inputs: act_on(window(_checked(inputs, layout)))
-
-
-def _checked(inputs: Any, layout: StepLayout) -> dict:
-    """The step's inputs, or a named error for missing / unknown members (at trace time)."""
-    wanted = set(input_names(layout))
-    if not isinstance(inputs, dict) or set(inputs) != wanted:
-        got = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
-        raise ExportError(f"this policy's step takes a dict with {sorted(wanted)}, got {got}")
-    return inputs
-
-
-def input_names(layout: StepLayout) -> tuple[str, ...]:
-    """The top-level members of a step's `inputs` dict."""
-    return ("obs", *(("state",) if layout.stateful else ()),
-            *(("prev_actions",) if layout.prev_actions else ()),
-            *(("prev_rewards",) if layout.prev_rewards else ()), "t")
+    return lambda inputs: act_on(window(inputs))
 
 
 def _action_shape_dtype(spaces: Spaces) -> tuple[tuple, np.dtype]:
@@ -440,9 +425,10 @@ def export_onnx(parts: PolicyParts, path: str, *, opset: int = 17) -> str:
                                     for _, leaf in flat],
                         model_name="rljax_offline_policy", opset=opset,
                         input_names=[name for name, _ in flat], output_names=out_names)
-    except NotImplementedError as e:
-        raise ExportError(f"jax2onnx cannot convert this policy ({e}); export it as "
-                          "format='stablehlo' instead") from e
+    except Exception as e:  # noqa: BLE001 - the converter raises many types for an op it lacks
+        raise ExportError(f"jax2onnx {_version('jax2onnx')} cannot convert this policy: "
+                          f"{type(e).__name__}: {e}; export it as format='stablehlo' "
+                          "instead") from e
     finally:
         ir_log.setLevel(level)
     return _write_atomic(path, model.SerializeToString())
