@@ -16,6 +16,7 @@ import pytest
 from rljax_offline.connectors.common import frame_stack
 from rljax_offline.export import ExportError, initial_state, load_stablehlo, signature_path
 from rljax_offline.learners.bc import BCConfig
+from rljax_offline.learners.iql import IQLConfig
 from rljax_offline.learners.ppo import PPOConfig
 from rljax_offline.runners.env_runner import EnvRunner, record_expert
 
@@ -57,31 +58,38 @@ def _lanes(algo, env, lookback=0):
         runner.close()
     lanes = []
     for j in range(LANES):
-        steps, window = [], None
-        prev_action, prev_reward = 1, 7.0  # stale values before the lane's first episode
+        steps, window, prev_action, prev_reward = [], None, None, 7.0
         for ep in episodes[j::LANES][:EPISODES_PER_LANE]:
             n = min(len(ep), MAX_STEPS)
             obs = np.asarray(ep.get_observations(slice(0, n)), np.float32)
             actions = np.asarray(ep.get_actions(slice(0, n)))
             rewards = np.asarray(ep.get_rewards(slice(0, n)), np.float32)
             logits = np.asarray(ep.get_extra_model_outputs("action_dist_inputs", slice(0, n)))
-            window = np.full((lookback + 1, *obs.shape[1:]), 3.0, np.float32) \
-                if window is None else window
+            if window is None:  # stale values before the lane's first episode
+                window = np.full((lookback + 1, *obs.shape[1:]), 3.0, np.float32)
+                prev_action = np.ones_like(actions[0])
             for i in range(n):
                 window = np.concatenate([window[1:], obs[i:i + 1]])
                 steps.append((window.copy(), prev_action, prev_reward, i, actions[i], logits[i]))
                 prev_action, prev_reward = actions[i], rewards[i]
         lanes.append(steps)
     T = max(len(s) for s in lanes)
-    pad = (np.zeros_like(lanes[0][0][0]), 0, 0.0, 0, 0, np.zeros_like(lanes[0][0][5]))
+    pad = tuple(np.zeros_like(x) for x in lanes[0][0])
     cols = list(zip(*[[*s, *[pad] * (T - len(s))] for s in lanes]))  # [T][LANES] of steps
     field = [np.stack([np.stack([step[k] for step in row]) for row in cols], axis=1)
              for k in range(6)]
     mask = np.array([[i < len(s) for i in range(T)] for s in lanes])
     window, prev_a, prev_r, t, ref_actions, ref_logits = field
     obs = window if lookback else window[:, :, -1]
-    return dict(obs=obs, prev_actions=prev_a.astype(np.int32), prev_rewards=prev_r.astype(
-        np.float32), t=t.astype(np.int32)), ref_actions, ref_logits, mask
+    return dict(obs=obs, prev_actions=prev_a, prev_rewards=prev_r, t=t), ref_actions, \
+        ref_logits, mask
+
+
+def _as_signed(inputs, path):
+    """The inputs in the dtypes the export's sidecar names (int32 actions and `t`, ...)."""
+    doc = json.load(open(signature_path(path)))
+    dtypes = {i["name"]: i["dtype"] for i in doc["inputs"]}
+    return {k: v.astype(dtypes[k]) for k, v in inputs.items() if k in dtypes}
 
 
 def _replay(step, inputs, names, state):
@@ -102,6 +110,10 @@ def _replay(step, inputs, names, state):
 def _assert_acts_as_the_actor(actions, logits, ref_actions, ref_logits, mask):
     scale = 1.0 + np.abs(ref_logits[mask]).max()
     np.testing.assert_allclose(logits[mask], ref_logits[mask], atol=F32_TOL * scale, rtol=0)
+    if ref_actions.dtype.kind == "f":  # Box: the mean, clipped into the bounds
+        np.testing.assert_allclose(actions[mask], ref_actions[mask], atol=F32_TOL * scale,
+                                   rtol=0)
+        return
     top2 = np.sort(ref_logits[mask], -1)[:, -2:]
     clear = (top2[:, 1] - top2[:, 0]) > 2 * F32_TOL * scale  # not within rounding of a tie
     np.testing.assert_array_equal(actions[mask][clear], ref_actions[mask][clear])
@@ -126,6 +138,7 @@ def test_lstm_with_previous_action_and_reward_steps_as_the_actor(lstm_bc, tmp_pa
     assert set(zeros) == {"h", "c"} and zeros["h"].shape == (5, 8) and not zeros["h"].any()
 
     inputs, ref_actions, ref_logits, mask = _lanes(lstm_bc, "CartPole-v1")
+    inputs = _as_signed(inputs, path)
     assert (inputs["t"][mask] == 0).sum() == LANES * EPISODES_PER_LANE  # resets mid-stream
     step = load_stablehlo(path)
     names = ("obs", "prev_actions", "prev_rewards", "t")
@@ -158,10 +171,40 @@ def test_recurrent_ppo_exports_its_actor_part_and_steps_as_the_actor(tmp_path):
     assert [i["name"] for i in doc["inputs"]] == ["obs", "state.h", "t"]
     assert [o["name"] for o in doc["outputs"]][2:] == ["state_out.h"]
     inputs, ref_actions, ref_logits, mask = _lanes(algo, "StatelessCartPole-v1")
+    inputs = _as_signed(inputs, path)
     actions, logits = _replay(load_stablehlo(path), inputs, ("obs", "t"), _stale_state(path))
     _assert_acts_as_the_actor(actions, logits, ref_actions, ref_logits, mask)
     with pytest.raises(ValueError, match="pytree structure"):  # takes the dict, not obs
         load_stablehlo(path)(inputs["obs"][:, 0])
+
+
+def test_box_actions_go_back_in_as_the_previous_action(tmp_path):
+    """An (untrained) IQL LSTM on Pendulum reading its previous (float) action and reward: the
+    step's actions are the clipped means the actor chose, through StableHLO and ONNX."""
+    algo = IQLConfig().environment("Pendulum-v1").rl_module(model_config={
+        **LSTM_PREV, "fcnet_hiddens": [8], "lstm_cell_size": 6}).build()
+    path = algo.export_policy(str(tmp_path / "pendulum.stablehlo"))
+    doc = json.load(open(signature_path(path)))
+    assert {"name": "prev_actions", "shape": ["B", 1], "dtype": "float32"} in doc["inputs"]
+    inputs, ref_actions, ref_logits, mask = _lanes(algo, "Pendulum-v1")
+    inputs = _as_signed(inputs, path)
+    names = ("obs", "prev_actions", "prev_rewards", "t")
+    actions, logits = _replay(load_stablehlo(path), inputs, names, _stale_state(path))
+    _assert_acts_as_the_actor(actions, logits, ref_actions, ref_logits, mask)
+    assert np.abs(actions[mask]).max() <= 2.0
+
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("jax2onnx")
+    session = ort.InferenceSession(algo.export_policy(str(tmp_path / "p.onnx"), "onnx"))
+
+    def onnx_step(x):
+        feed = {k: x[k] for k in names}
+        feed.update({f"state.{k}": v for k, v in x["state"].items()})
+        a, d, c, h = session.run(None, feed)
+        return a, d, {"c": c, "h": h}
+
+    actions, logits = _replay(onnx_step, inputs, names, _stale_state(path))
+    _assert_acts_as_the_actor(actions, logits, ref_actions, ref_logits, mask)
 
 
 def test_frame_stacking_takes_the_observation_window(cartpole_data, tmp_path):
@@ -177,6 +220,7 @@ def test_frame_stacking_takes_the_observation_window(cartpole_data, tmp_path):
     assert doc["inputs"] == [{"name": "obs", "shape": ["B", 3, 4], "dtype": "float32"},
                              {"name": "t", "shape": ["B"], "dtype": "int32"}]
     inputs, ref_actions, ref_logits, mask = _lanes(algo, "CartPole-v1", lookback=2)
+    inputs = _as_signed(inputs, path)
     actions, logits = _replay(load_stablehlo(path), inputs, ("obs", "t"), None)
     _assert_acts_as_the_actor(actions, logits, ref_actions, ref_logits, mask)
     with pytest.raises(ExportError, match="without recurrent state"):
