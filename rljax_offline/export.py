@@ -301,8 +301,12 @@ def input_signature(parts: PolicyParts, batch: Any = "B") -> Any:
     return sig
 
 
-def _output_names(layout: StepLayout) -> tuple[str, ...]:
-    return ("actions", "action_dist_inputs", *(("state_out",) if layout.stateful else ()))
+def _named_outputs(fn: Callable, sig: Any, layout: StepLayout) -> list[tuple[str, Any]]:
+    """`(name, ShapeDtypeStruct)` of each output leaf of the exported function, in order:
+    `actions`, `action_dist_inputs`, `state_out.<leaf>`."""
+    names = ("actions", "action_dist_inputs", *(("state_out",) if layout.stateful else ()))
+    return [item for name, out in zip(names, jax.eval_shape(fn, sig))
+            for item in _named_leaves(name, out)]
 
 
 def _named_leaves(prefix: str, tree: Any) -> list[tuple[str, Any]]:
@@ -337,9 +341,7 @@ def signature(parts: PolicyParts, format: str = "stablehlo") -> dict:
     state's zeros to start from, and what `t` means (JSON-able)."""
     layout = step_layout(parts)
     sig = input_signature(parts)
-    outs = jax.eval_shape(greedy_policy_fn(parts), sig)
-    named_outs = [item for name, out in zip(_output_names(layout), outs)
-                  for item in _named_leaves(name, out)]
+    named_outs = _named_outputs(greedy_policy_fn(parts), sig, layout)
     doc = {"format": format, "call": "step(inputs)" if layout.takes_dict else "act(obs)",
            "observation_lookback": layout.observation_lookback,
            "inputs": _describe(_flat_inputs(sig, layout.takes_dict)),
@@ -407,9 +409,7 @@ def export_onnx(parts: PolicyParts, path: str, *, opset: int = 17) -> str:
     _, treedef = jax.tree_util.tree_flatten(sig)
     # `_flat_inputs` orders a dict's members as jax.tree_util does (sorted keys).
     fn = greedy_policy_fn(parts)
-    out_tree = jax.eval_shape(fn, sig)
-    out_names = [name for name, out in zip(_output_names(layout), out_tree)
-                 for name, _ in _named_leaves(name, out)]
+    out_names = [name for name, _ in _named_outputs(fn, sig, layout)]
 
     def on_leaves(*leaves):
         with _plain_jax_numpy():
