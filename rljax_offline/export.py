@@ -41,8 +41,10 @@ deployer without this package knows what to feed.
   browsers or C++: one input a leaf, named by its path (`obs`, `obs.pos`, `state.h`,
   `prev_actions`, `t`), outputs `actions`, `action_dist_inputs`, `state_out.h`, ...
 
-Pipeline pieces other than `prev_actions_rewards` that read past steps are taken to read past
-observations (frame stacking); past actions beyond the previous one do not export.
+Which inputs a step takes comes from the env-to-module pipeline: `prev_actions_rewards` reads
+the previous action / reward (more than the previous one is an `ExportError`), `add_states`
+the recurrent state, and any other piece that reads past steps is taken to read past
+observations (frame stacking).
 """
 
 from __future__ import annotations
