@@ -326,11 +326,18 @@ def cmd_inspect(args) -> int:
 
 def cmd_export(args) -> int:
     from rljax_offline.algorithms.algorithm import Algorithm
+    from rljax_offline.export import signature_path
 
     algo = Algorithm.from_checkpoint(args.checkpoint)
     path = algo.export_policy(args.output, format=args.format)
+    with open(signature_path(path)) as f:
+        signature = json.load(f)
+    # what the graph takes, so a deployer sees at once whether it is `act(obs)` or a step
+    # with state and `t` (the sidecar has the shapes)
     _emit({"command": "export", "checkpoint": args.checkpoint, "format": args.format,
-           "output": path, "bytes": os.path.getsize(path)})
+           "output": path, "bytes": os.path.getsize(path), "signature": signature_path(path),
+           "call": signature["call"], "inputs": [i["name"] for i in signature["inputs"]],
+           "outputs": [o["name"] for o in signature["outputs"]]})
     return 0
 
 
@@ -588,7 +595,9 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
                    help="Parquet files/folders/globs/URIs, or minari:DATASET_ID")
     _add_read_options(p)
 
-    p = _sub(sub, "export", "export a checkpoint's greedy policy as a standalone graph",
+    p = _sub(sub, "export", "export a checkpoint's greedy policy as a standalone graph "
+             "(recurrent and frame-stacking policies as one step with their state and t; "
+             "the signature goes to OUTPUT.json)",
              "  rljax-offline export --checkpoint runs/bc/checkpoint --output policy.onnx "
              "--format onnx\n"
              "  rljax-offline export --checkpoint runs/bc/checkpoint --output "

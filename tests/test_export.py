@@ -1,5 +1,6 @@
 """Exported policies (StableHLO, ONNX) act exactly as the JAX policy they came from."""
 
+import json
 import subprocess
 import sys
 
@@ -7,9 +8,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rljax_offline.connectors.common import frame_stack
 from rljax_offline.connectors.env_to_module import mean_std_filter
-from rljax_offline.export import ExportError, load_stablehlo
+from rljax_offline.export import ExportError, load_stablehlo, signature_path
 from rljax_offline.learners.bc import BCConfig
 from rljax_offline.runners.env_runner import EnvRunner, episode_stats, record_expert
 
@@ -17,7 +17,7 @@ from rljax_offline.runners.env_runner import EnvRunner, episode_stats, record_ex
 F32_TOL = 64 * np.finfo(np.float32).eps
 
 
-def _bc(tmp_path_factory, env, episodes, custom=None, updates=200, lookback=0):
+def _bc(tmp_path_factory, env, episodes, custom=None, updates=200):
     data = str(tmp_path_factory.mktemp(env))
     record_expert(env, data, num_episodes=episodes, num_envs=4, progress=False)
     config = (BCConfig().environment(env).offline_data(input_=data)
@@ -25,8 +25,6 @@ def _bc(tmp_path_factory, env, episodes, custom=None, updates=200, lookback=0):
                         train_batch_size_per_learner=256, learner_connector=custom)
               .rl_module(model_config={"fcnet_hiddens": [64, 64]})
               .evaluation(evaluation_interval=0))
-    if lookback:
-        config = config.env_runners(episode_lookback_horizon=lookback)
     algo = config.build()
     algo.train()
     return algo
@@ -116,13 +114,21 @@ def test_onnx_policy_plays_cartpole_as_well_as_the_jax_policy(cartpole_bc, tmp_p
     assert runs["jax"]["episode_return_mean"] > 150  # a trained policy, not a random one
 
 
-def test_bad_format_and_frame_stacking_are_clear_errors(tmp_path_factory, cartpole_bc):
+def test_bad_format_is_a_clear_error(cartpole_bc):
     with pytest.raises(ExportError, match="format must be one of"):
         cartpole_bc.export_policy("x.bin", format="tflite")
-    stacked = _bc(tmp_path_factory, "CartPole-v1", 2, custom=lambda s: [frame_stack(2)],
-                  updates=1, lookback=1)
-    with pytest.raises(ExportError, match="frame stacking"):
-        stacked.export_policy("x.stablehlo")
+
+
+def test_the_signature_sidecar_describes_act_of_obs(cartpole_bc, tmp_path):
+    """Policies of the latest observation: `act(obs)`, no state, no `t` (frame stacking and
+    recurrent policies: tests/test_export_stateful.py)."""
+    path = cartpole_bc.export_policy(str(tmp_path / "p.stablehlo"))
+    doc = json.load(open(signature_path(path)))
+    assert doc["call"] == "act(obs)" and "initial_state" not in doc
+    assert doc["inputs"] == [{"name": "obs", "shape": ["B", 4], "dtype": "float32"}]
+    assert doc["outputs"] == [{"name": "actions", "shape": ["B"], "dtype": "int32"},
+                              {"name": "action_dist_inputs", "shape": ["B", 2],
+                               "dtype": "float32"}]
 
 
 def test_discrete_observations_are_one_hot_encoded_inside_the_graph(tmp_path):

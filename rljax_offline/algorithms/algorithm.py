@@ -569,14 +569,13 @@ class Algorithm:
         return stats
 
     def export_policy(self, path: str, format: str = "stablehlo") -> str:
-        """Writes the greedy policy, pipelines inlined, as one graph (`rljax_offline.export`)."""
+        """Writes one greedy acting step, pipelines inlined, as one graph, and its signature
+        as `<path>.json` (`rljax_offline.export`): `act(obs)`, or for recurrent policies and
+        pipelines that read past steps `step(inputs)` with the state and `t`."""
         from rljax_offline.export import PolicyParts, export_policy
 
-        if self.is_stateful:
-            raise NotImplementedError("export_policy: recurrent policies (use_lstm / use_gru) "
-                                      "cannot be exported yet; act with algo.actor()")
         return export_policy(PolicyParts(
-            self.learner.act, self.learner.dist.greedy, jax.device_get(self.state.params),
+            _PolicyView(self.learner), jax.device_get(self.state.params),
             self.env_to_module_connector, self._e2m_state(), self.module_to_env_connector,
             self.spaces, self.config.episode_lookback_horizon), path, format)
 
