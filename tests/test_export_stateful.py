@@ -126,6 +126,17 @@ def _stale_state(path):
     return {k: np.full_like(v, 0.5) for k, v in zeros.items()}
 
 
+def _onnx_lstm_step(session, names):
+    """The ONNX session as a step like the StableHLO one: LSTM state `{c, h}` in and out."""
+    def step(x):
+        feed = {k: x[k] for k in names}
+        feed.update({f"state.{k}": v for k, v in x["state"].items()})
+        a, d, c, h = session.run(None, feed)
+        return a, d, {"c": c, "h": h}
+
+    return step
+
+
 def test_lstm_with_previous_action_and_reward_steps_as_the_actor(lstm_bc, tmp_path):
     path = lstm_bc.export_policy(str(tmp_path / "lstm.stablehlo"))
     doc = json.load(open(signature_path(path)))
@@ -151,13 +162,8 @@ def test_lstm_with_previous_action_and_reward_steps_as_the_actor(lstm_bc, tmp_pa
     assert [i.name for i in session.get_inputs()] == [i["name"] for i in doc["inputs"]]
     assert [o.name for o in session.get_outputs()] == [o["name"] for o in doc["outputs"]]
 
-    def onnx_step(x):
-        feed = {k: x[k] for k in names}
-        feed.update({f"state.{k}": v for k, v in x["state"].items()})
-        a, d, c, h = session.run(None, feed)
-        return a, d, {"c": c, "h": h}
-
-    actions, logits = _replay(onnx_step, inputs, names, _stale_state(path))
+    actions, logits = _replay(_onnx_lstm_step(session, names), inputs, names,
+                              _stale_state(path))
     _assert_acts_as_the_actor(actions, logits, ref_actions, ref_logits, mask)
 
 
@@ -197,13 +203,8 @@ def test_box_actions_go_back_in_as_the_previous_action(tmp_path):
     pytest.importorskip("jax2onnx")
     session = ort.InferenceSession(algo.export_policy(str(tmp_path / "p.onnx"), "onnx"))
 
-    def onnx_step(x):
-        feed = {k: x[k] for k in names}
-        feed.update({f"state.{k}": v for k, v in x["state"].items()})
-        a, d, c, h = session.run(None, feed)
-        return a, d, {"c": c, "h": h}
-
-    actions, logits = _replay(onnx_step, inputs, names, _stale_state(path))
+    actions, logits = _replay(_onnx_lstm_step(session, names), inputs, names,
+                              _stale_state(path))
     _assert_acts_as_the_actor(actions, logits, ref_actions, ref_logits, mask)
 
 
