@@ -156,16 +156,22 @@ def standardize(x, mask=None, eps: float = 1e-8):
     return np.where(mask, (x - mean) / (std + eps), 0.0).astype(x.dtype)
 
 
+def _init_policy_and_value(policy: Policy, value: Network):
+    """`rng -> {"policy": .., "value": ..}`: PPO's params, each network from its own key."""
+
+    def init(rng):
+        k1, k2 = jax.random.split(rng)
+        return {"policy": policy.init(k1), "value": value.init(k2)}
+
+    return init
+
+
 def actor_critic_module(policy: Policy, value: Network) -> Policy:
     """RLlib's recurrent PPO module with `vf_share_layers=False`: the policy and the value
     network each with their own encoder and cell, one state `{"actor": .., "critic": ..}`
     (RLlib's `ActorCriticEncoder` keys). Acting runs both cells, so the recorded `state_out`
     holds the critic's state too and the learner unrolls `V` from it, as RLlib's
     `compute_values` reads `state_in["critic"]`. Params: `{"policy": .., "value": ..}`."""
-
-    def init(rng):
-        k1, k2 = jax.random.split(rng)
-        return {"policy": policy.init(k1), "value": value.init(k2)}
 
     def forward(params, batch):
         state = batch["state_in"]
@@ -177,7 +183,8 @@ def actor_critic_module(policy: Policy, value: Network) -> Policy:
         return {ACTOR: policy.initial_state(batch_size),
                 CRITIC: value.initial_state(batch_size)}
 
-    return policy._replace(init=init, forward=forward, initial_state=initial_state)
+    return policy._replace(init=_init_policy_and_value(policy, value), forward=forward,
+                           initial_state=initial_state)
 
 
 def _network_state(batch: dict, part: str):
@@ -266,9 +273,7 @@ class PPOConfig(AlgorithmConfig):
         clip, vf_clip = self.clip_param, self.vf_clip_param
         vf_coeff, ent_coeff, use_kl = self.vf_loss_coeff, self.entropy_coeff, self.use_kl_loss
 
-        def init(rng):
-            k1, k2 = jax.random.split(rng)
-            return {"policy": policy.init(k1), "value": value.init(k2)}
+        init = _init_policy_and_value(policy, value)
 
         def prepare(params, extra, batch, rng):
             coeff = jnp.broadcast_to(extra["curr_kl_coeff"], batch["loss_mask"].shape)
