@@ -263,22 +263,22 @@ class ActorPolicy:
         """Every env was reset to `obs` (`[N, ...]`); `seed` seeds the action sampling."""
         # The reset observations go in with the first select(), in the one jitted step: a
         # reset compiles and dispatches nothing of its own.
-        self._state = self.actor.blank(obs, host_key(seed))
+        self._state, self._observed = self._fresh(obs, seed)
+
+    def _fresh(self, obs, seed: int) -> tuple:
+        """The windows of envs just reset to `obs`, and what the first step observes."""
+        state = self.actor.blank(obs, host_key(seed))
         if self._e2m_state is not None:
-            self._state = self._state._replace(pipeline_state=self._e2m_state)
-        n = self._state.t.shape[0]
-        self._observed = (np.zeros(n, np.float32), obs, np.ones(n, bool))
+            state = state._replace(pipeline_state=self._e2m_state)
+        n = state.t.shape[0]
+        return state, (np.zeros(n, np.float32), obs, np.ones(n, bool))
 
     def compile(self, obs) -> None:
         """Compiles the step that `reset(obs, seed)` and `select()` run for envs observing a
         batch like `obs` (`[N, ...]`, the vector env's layout), without running it or
         changing this actor: the first real step then starts at once."""
-        state = self.actor.blank(obs, host_key(0))
-        if self._e2m_state is not None:
-            state = state._replace(pipeline_state=self._e2m_state)
-        n = state.t.shape[0]
-        self.actor.step.lower(self._params, state, np.zeros(n, np.float32), obs,
-                              np.ones(n, bool)).compile()
+        state, observed = self._fresh(obs, 0)
+        self.actor.step.lower(self._params, state, *observed).compile()
 
     def observe(self, rewards, next_obs, fresh) -> None:
         """The env step that followed `select()`: its rewards and next observations; `fresh`
