@@ -338,16 +338,33 @@ def _describe(named: list[tuple[str, Any]]) -> list[dict]:
             for name, leaf in named]
 
 
+class _Step(NamedTuple):
+    """The function to export with what describes it, each made once per export: what it
+    reads, its argument's signature, its output leaves `(name, ShapeDtypeStruct)`."""
+
+    fn: Callable
+    layout: StepLayout
+    inputs: Any
+    outputs: list
+
+
+def _prepare(parts: PolicyParts) -> _Step:
+    layout, sig, fn = step_layout(parts), input_signature(parts), greedy_policy_fn(parts)
+    return _Step(fn, layout, sig, _named_outputs(fn, sig, layout))
+
+
 def signature(parts: PolicyParts, format: str = "stablehlo") -> dict:
     """What the sidecar says: every input and output (name, shape with `"B"`, dtype), the
     state's zeros to start from, and what `t` means (JSON-able)."""
-    layout = step_layout(parts)
-    sig = input_signature(parts)
-    named_outs = _named_outputs(greedy_policy_fn(parts), sig, layout)
+    return _signature_of(_prepare(parts), format)
+
+
+def _signature_of(step: _Step, format: str) -> dict:
+    layout, sig = step.layout, step.inputs
     doc = {"format": format, "call": "step(inputs)" if layout.takes_dict else "act(obs)",
            "observation_lookback": layout.observation_lookback,
            "inputs": _describe(_flat_inputs(sig, layout.takes_dict)),
-           "outputs": _describe(named_outs)}
+           "outputs": _describe(step.outputs)}
     if layout.takes_dict:
         doc["t"] = ("steps since the env's reset, 0 at the reset observation; where t == 0 "
                     "the state, previous action/reward and past observations given are "
@@ -386,7 +403,11 @@ def signature_path(path: str) -> str:
 
 def export_stablehlo(parts: PolicyParts, path: str) -> str:
     """Writes the serialized `jax.export.Exported` of the greedy policy to `path`."""
-    exported = jax.export.export(jax.jit(greedy_policy_fn(parts)))(input_signature(parts))
+    return _write_stablehlo(_prepare(parts), path)
+
+
+def _write_stablehlo(step: _Step, path: str) -> str:
+    exported = jax.export.export(jax.jit(step.fn))(step.inputs)
     return _write_atomic(path, exported.serialize())
 
 
@@ -401,21 +422,22 @@ def export_onnx(parts: PolicyParts, path: str, *, opset: int = 17) -> str:
     """Writes the greedy policy as an ONNX model through jax2onnx: one input a leaf of the
     argument, named by its path (`obs`, `obs.pos`, `state.h`, `t`), outputs `actions`,
     `action_dist_inputs` and for recurrent policies `state_out.<leaf>`."""
+    return _write_onnx(_prepare(parts), path, opset)
+
+
+def _write_onnx(step: _Step, path: str, opset: int = 17) -> str:
     try:
         from jax2onnx import to_onnx
     except ImportError:
         raise ImportError('ONNX export needs jax2onnx: pip install "rljax-offline[onnx]"') from None
-    layout = step_layout(parts)
-    sig = input_signature(parts)
-    flat = _flat_inputs(sig, layout.takes_dict)
-    _, treedef = jax.tree_util.tree_flatten(sig)
+    flat = _flat_inputs(step.inputs, step.layout.takes_dict)
+    _, treedef = jax.tree_util.tree_flatten(step.inputs)
     # `_flat_inputs` orders a dict's members as jax.tree_util does (sorted keys).
-    fn = greedy_policy_fn(parts)
-    out_names = [name for name, _ in _named_outputs(fn, sig, layout)]
+    out_names = [name for name, _ in step.outputs]
 
     def on_leaves(*leaves):
         with _plain_jax_numpy():
-            out = fn(jax.tree_util.tree_unflatten(treedef, leaves))
+            out = step.fn(jax.tree_util.tree_unflatten(treedef, leaves))
         return tuple(jax.tree_util.tree_leaves(out))
 
     # onnx_ir warns about untyped intermediate shape values of the converter: not ours to fix.
@@ -458,8 +480,9 @@ def export_policy(parts: PolicyParts, path: str, format: str = "stablehlo") -> s
     signature to `<path>.json`."""
     if format not in FORMATS:
         raise ExportError(f"format must be one of {FORMATS}, got {format!r}")
-    doc = signature(parts, format)
-    path = (export_stablehlo if format == "stablehlo" else export_onnx)(parts, path)
+    step = _prepare(parts)
+    doc = _signature_of(step, format)
+    path = (_write_stablehlo if format == "stablehlo" else _write_onnx)(step, path)
     _write_atomic(signature_path(path), json.dumps(doc, indent=1).encode())
     return path
 
