@@ -3,7 +3,7 @@
 import os
 import tempfile
 
-from rljax_offline.runners.env_runner import record_expert
+from rljax_offline.acting.env_runner import record_expert
 
 CACHE = os.path.join(tempfile.gettempdir(), "rljax_offline_bench")
 

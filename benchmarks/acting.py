@@ -26,9 +26,9 @@ from rljax_offline.connectors import (
     default_module_to_env,
     frame_stack,
 )
-from rljax_offline.episode_builder import EpisodeBuilder
+from rljax_offline.episode.builder import EpisodeBuilder
 from rljax_offline.models.policy import make_policy
-from rljax_offline.runners.actor import ActorPolicy
+from rljax_offline.acting.actor import ActorPolicy
 
 N, BLOCK, ROUNDS = 8, 100, 15
 OBS = gym.spaces.Box(-5, 5, (4,), np.float32)

@@ -6,7 +6,7 @@
    overhead is the ratio (aim >= 0.8x). Networks are 256x256 (d3rlpy's default encoder).
    d3rlpy 2.8 figures measured on a 2-core CPU at batch 256 (from issue 10) are printed as the
    reference; when d3rlpy is importable its version is printed too (it is never a dependency).
-2. wall time to a return on the mixed-quality data sets (`rljax_offline.datasets`), from the
+2. wall time to a return on the mixed-quality data sets (`rljax_offline.apps.recipes`), from the
    Parquet files, training and evaluation included.
 
     python benchmarks/algorithms.py [--only cql-box,iql-discrete] [--skip-wall] [--updates 200]
@@ -30,8 +30,8 @@ from jax import lax
 
 from rljax_offline import BCConfig, CQLConfig, IQLConfig, MARWILConfig
 from rljax_offline import spaces as sp
-from rljax_offline.datasets import RECIPES, record_mixed
-from rljax_offline.learners.core import DataParallel, init_state, select_devices
+from rljax_offline.apps.recipes import RECIPES, record_mixed
+from rljax_offline.learning.core import DataParallel, init_state, select_devices
 
 MODEL = {"fcnet_hiddens": [256, 256]}
 CARTPOLE = (gym.spaces.Box(-5, 5, (4,), np.float32), gym.spaces.Discrete(2))

@@ -18,10 +18,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from rljax_offline.experts import cartpole_expert
+from rljax_offline.apps.experts import cartpole_expert
 from rljax_offline import spaces as sp
-from rljax_offline.learners.bc import BCConfig
-from rljax_offline.learners.core import DataParallel, init_state, select_devices
+from rljax_offline.algorithms.bc import BCConfig
+from rljax_offline.learning.core import DataParallel, init_state, select_devices
 
 B, N_SCAN = 1024, 100
 

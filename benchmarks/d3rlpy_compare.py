@@ -1,6 +1,6 @@
 """rljax_offline against d3rlpy 2.8 on the same data, in the same command.
 
-For each case both libraries train on the same recording (`rljax_offline.datasets`' mixed
+For each case both libraries train on the same recording (`rljax_offline.apps.recipes`' mixed
 CartPole and Pendulum recipes, read from our Parquet; d3rlpy gets the same transitions as an
 `MDPDataset`) with the same batch size and number of updates, and both evaluate the greedy
 policy in the env after each fifth of the updates. d3rlpy runs at its defaults, with Box
@@ -33,7 +33,7 @@ import numpy as np
 
 from rljax_offline import BCConfig, CQLConfig, IQLConfig
 from rljax_offline.data import read_episodes
-from rljax_offline.datasets import RECIPES, record_mixed
+from rljax_offline.apps.recipes import RECIPES, record_mixed
 
 CACHE = os.path.join(tempfile.gettempdir(), "rljax_offline_bench")
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_d3rlpy_worker.py")

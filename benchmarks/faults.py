@@ -63,7 +63,7 @@ def crafted(folder: str) -> list[dict]:
 
 
 def checkpoint_crashes(folder: str) -> dict:
-    from rljax_offline.learners import checkpoint as ckpt
+    from rljax_offline.learning import checkpoint as ckpt
 
     row = {"class": "checkpoint: kill at each fs step", "tried": 0, "named": 0, "same": 0,
            "silent": 0, "silent_unchecked": 0, "raw": 0, "peak": 0, "within": True}
@@ -80,8 +80,8 @@ def checkpoint_crashes(folder: str) -> dict:
 
 
 def checkpoint_flips(folder: str, n: int, seed: int) -> dict:
-    from rljax_offline.data.errors import CheckpointError
-    from rljax_offline.learners import checkpoint as ckpt
+    from rljax_offline.errors import CheckpointError
+    from rljax_offline.learning import checkpoint as ckpt
 
     rng = np.random.default_rng(seed)
     path = os.path.join(folder, "flip")

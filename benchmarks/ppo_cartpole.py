@@ -17,8 +17,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from rljax_offline.runners.recording import record_policy  # noqa: E402
-from rljax_offline.workflow import (  # noqa: E402
+from rljax_offline.acting.recording import record_policy  # noqa: E402
+from rljax_offline.apps.workflow import (  # noqa: E402
     TARGET,
     cartpole_bc_config,
     cartpole_ppo_config,

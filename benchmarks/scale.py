@@ -25,7 +25,7 @@ import numpy as np
 
 from rljax_offline import BCConfig
 from rljax_offline.data.writer import write_episodes
-from rljax_offline.episode_builder import EpisodeBuilder
+from rljax_offline.episode.builder import EpisodeBuilder
 
 RLLIB_SECONDS_PER_ITERATION = 170.0
 OBS_SHAPE, NUM_ACTIONS, EPISODE_LEN = (84, 84, 4), 6, 64

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import importlib
 
-from rljax_offline.batch import EpisodeBatch, EpisodeMeta, bucket_length
-from rljax_offline.episode import Episode, EpisodeError
-from rljax_offline.episode_builder import EpisodeBuilder
+from rljax_offline.episode.batch import EpisodeBatch, EpisodeMeta, bucket_length
+from rljax_offline.episode.builder import EpisodeBuilder
+from rljax_offline.episode.episode import Episode, EpisodeError
 from rljax_offline.spaces import SpaceError, space_from_dict, space_to_dict, to_space, to_spec
 
 __version__ = "0.1.0"
@@ -24,25 +24,25 @@ _LAZY = {
     "AlgorithmConfig": "rljax_offline.algorithms.config",
     "ConfigError": "rljax_offline.algorithms.config",
     "register_algorithm": ("rljax_offline.algorithms.registry", "register"),
-    "BCConfig": "rljax_offline.learners.bc",
-    "MARWILConfig": "rljax_offline.learners.marwil",
-    "PPOConfig": "rljax_offline.learners.ppo",
-    "CQLConfig": "rljax_offline.learners.cql",
-    "IQLConfig": "rljax_offline.learners.iql",
-    "run_training": "rljax_offline.training_loop",
+    "BCConfig": "rljax_offline.algorithms.bc",
+    "MARWILConfig": "rljax_offline.algorithms.marwil",
+    "PPOConfig": "rljax_offline.algorithms.ppo.config",
+    "CQLConfig": "rljax_offline.algorithms.cql",
+    "IQLConfig": "rljax_offline.algorithms.iql",
+    "run_training": "rljax_offline.apps.training_loop",
     # connectors
     "Connector": "rljax_offline.connectors.core",
     "Context": "rljax_offline.connectors.core",
     "Spaces": "rljax_offline.connectors.core",
     "pipeline": "rljax_offline.connectors.core",
     # acting
-    "EnvRunner": "rljax_offline.runners.env_runner",
-    "ActorPolicy": "rljax_offline.runners.actor",
-    "make_actor": "rljax_offline.runners.actor",
-    "record_expert": "rljax_offline.runners.env_runner",
-    "record_policy": "rljax_offline.runners.recording",
+    "EnvRunner": "rljax_offline.acting.env_runner",
+    "ActorPolicy": "rljax_offline.acting.actor",
+    "make_actor": "rljax_offline.acting.actor",
+    "record_expert": "rljax_offline.acting.env_runner",
+    "record_policy": "rljax_offline.acting.recording",
     # data: readers, writers, conversions
-    "OfflineDataError": "rljax_offline.data.errors",
+    "OfflineDataError": "rljax_offline.errors",
     "SkipReport": "rljax_offline.data.reader",
     "iter_episodes": "rljax_offline.data.reader",
     "read_episodes": "rljax_offline.data.reader",
@@ -61,7 +61,7 @@ _LAZY = {
     "PolicyParts": "rljax_offline.export",
     "export_policy": "rljax_offline.export",
     "load_stablehlo": "rljax_offline.export",
-    "default_logger": "rljax_offline.reporting",
+    "default_logger": "rljax_offline.apps.reporting",
 }
 
 __all__ = [  # every public name; tests/test_public_api.py checks each resolves

@@ -1,6 +1,6 @@
 """Trained policies as standalone graphs: StableHLO (`jax.export`) and ONNX (jax2onnx).
 
-The exported function is one greedy acting step of our own actor (`runners.actor.make_actor`),
+The exported function is one greedy acting step of our own actor (`acting.actor.make_actor`),
 with nothing left to Python: the env-to-module pipeline (flatten, one-hot, frame stacking,
 previous action/reward, filters with their frozen statistics), the policy network, the greedy
 action of its distribution and the module-to-env pipeline (unsquash / clip for Box actions).
@@ -62,10 +62,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax_offline import spaces as sp
+from rljax_offline.acting.actor import ActorState, make_actor
+from rljax_offline.algorithms.ppo.config import ACTOR, CRITIC
 from rljax_offline.connectors.core import Connector, Spaces
 from rljax_offline.connectors.env_to_module import PREV_ACTIONS_KEY, PREV_REWARDS_KEY
-from rljax_offline.learners.ppo import ACTOR, CRITIC
-from rljax_offline.runners.actor import ActorState, make_actor
 
 FORMATS = ("stablehlo", "onnx")
 SIGNATURE_SUFFIX = ".json"
@@ -83,7 +83,7 @@ class PolicyParts(NamedTuple):
     """What every algorithm has and an exported policy needs.
 
     Attributes:
-      policy: what the actor takes (`runners.actor.make_actor`): `apply(params, obs)` and
+      policy: what the actor takes (`acting.actor.make_actor`): `apply(params, obs)` and
         `is_stateful`; a recurrent one also `forward(params, batch)` and `initial_state()`.
       params: the policy's parameters.
       env_to_module, env_to_module_state: the env-to-module pipeline and its fitted state.
@@ -201,7 +201,7 @@ def _action_shape_dtype(spaces: Spaces) -> tuple[tuple, np.dtype]:
 
 def _window_state_fn(parts: PolicyParts, layout: StepLayout, K: int, e2m_state: Any):
     """`inputs -> ActorState`: the actor's window as it holds it after `t` steps of an
-    episode (`runners.actor.make_actor`'s `observe`): the observations before the reset
+    episode (`acting.actor.make_actor`'s `observe`): the observations before the reset
     zeroed, the previous action / reward / state in the last slot, `min(t, K)` real past
     steps. Window slots the policy does not read are zeros."""
     act_shape, act_dtype = _action_shape_dtype(parts.spaces)

@@ -86,7 +86,7 @@ def fingerprint(episodes) -> list:
 
 def classify(read, path, baseline) -> tuple[str, str]:
     """(outcome, detail) of `read(path)` against the fingerprint of the undamaged input."""
-    from rljax_offline.data.errors import RljaxError
+    from rljax_offline.errors import RljaxError
 
     try:
         got = fingerprint(read(path))
@@ -337,7 +337,7 @@ def crafted_cases(folder: str) -> list[tuple[str, str, str, object]]:
 _CRASHER = _dedent("""
     import builtins, json, os, shutil, sys
     import numpy as np
-    from rljax_offline.learners import checkpoint as ckpt
+    from rljax_offline.learning import checkpoint as ckpt
 
     folder = sys.argv[1]
     def state(seed):

@@ -10,11 +10,11 @@ import jax
 import numpy as np
 
 from rljax_offline import spaces as sp
-from rljax_offline.learners.bc import BCConfig
-from rljax_offline.learners.cql import CQLConfig
-from rljax_offline.learners.iql import IQLConfig
-from rljax_offline.learners.marwil import MARWILConfig
-from rljax_offline.learners.ppo import PPOConfig
+from rljax_offline.algorithms.bc import BCConfig
+from rljax_offline.algorithms.cql import CQLConfig
+from rljax_offline.algorithms.iql import IQLConfig
+from rljax_offline.algorithms.marwil import MARWILConfig
+from rljax_offline.algorithms.ppo.config import PPOConfig
 
 DISCRETE = (gym.spaces.Box(-5, 5, (4,), np.float32), gym.spaces.Discrete(2))
 BOX = (gym.spaces.Box(-5, 5, (3,), np.float32), gym.spaces.Box(-2, 2, (1,), np.float32))

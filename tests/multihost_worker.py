@@ -18,7 +18,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
 sys.path.insert(0, os.path.dirname(__file__))
 
-from rljax_offline import distributed  # noqa: E402
+from rljax_offline.runtime import distributed  # noqa: E402
 
 address, num, pid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 distributed.initialize(address, num, pid, initialization_timeout_s=60, heartbeat_timeout_s=10)
@@ -27,7 +27,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from learner_testlib import ALGORITHM_CASES, learner_for, max_diff, random_columns, to_float64  # noqa: E402
 
-from rljax_offline.learners.core import (  # noqa: E402
+from rljax_offline.learning.core import (  # noqa: E402
     DataParallel,
     init_state,
     prefetch_to_device,

@@ -7,7 +7,7 @@ import numpy as np
 
 from rljax_offline import spaces as sp
 from rljax_offline.algorithms.algorithm import Algorithm
-from rljax_offline.learners.core import DataParallel, init_state, select_devices
+from rljax_offline.learning.core import DataParallel, init_state, select_devices
 
 LEARNER_KEYS = "default_policy"
 

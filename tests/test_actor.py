@@ -9,7 +9,8 @@ import jax
 import numpy as np
 import pytest
 
-from rljax_offline.batch import EpisodeBatch
+from rljax_offline.acting.actor import ActorPolicy, make_actor
+from rljax_offline.acting.env_runner import EnvRunner
 from rljax_offline.connectors import (
     Context,
     Spaces,
@@ -18,10 +19,9 @@ from rljax_offline.connectors import (
     frame_stack,
     prev_actions_rewards,
 )
-from rljax_offline.episode_builder import EpisodeBuilder
+from rljax_offline.episode.batch import EpisodeBatch
+from rljax_offline.episode.builder import EpisodeBuilder
 from rljax_offline.models.policy import make_policy
-from rljax_offline.runners.actor import ActorPolicy, make_actor
-from rljax_offline.runners.env_runner import EnvRunner
 
 OBS = gym.spaces.Box(-5, 5, (3,), np.float32)
 ACT = gym.spaces.Discrete(3)

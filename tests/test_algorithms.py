@@ -10,9 +10,9 @@ import pytest
 from learner_testlib import OFFLINE_ALGORITHM_CASES, case_ids, max_diff
 
 from rljax_offline import Algorithm, BCConfig, ConfigError, MARWILConfig
+from rljax_offline.acting.env_runner import EnvRunner, record_expert
 from rljax_offline.algorithms import AlgorithmConfig, config_class, names, register
 from rljax_offline.connectors import frame_stack, mean_std_filter
-from rljax_offline.runners.env_runner import EnvRunner, record_expert
 
 
 @pytest.fixture(scope="module")
@@ -208,7 +208,7 @@ def test_marwil_trains_value_function_on_cartpole(cartpole_data):
 
 @pytest.mark.slow
 def test_pendulum_bc_within_20_percent_of_expert(tmp_path):
-    from rljax_offline.experts import pendulum_expert
+    from rljax_offline.apps.experts import pendulum_expert
 
     record_expert("Pendulum-v1", str(tmp_path), num_episodes=100, progress=False)
     expert = EnvRunner("Pendulum-v1", pendulum_expert, num_envs=10, seed=123).evaluate(20)

@@ -1,4 +1,4 @@
-"""Start-up work on background threads (`rljax_offline.background`): the init program that
+"""Start-up work on background threads (`rljax_offline.runtime.background`): the init program that
 `build()` leaves compiling while the data is read, and the acting step compiled while the
 first updates run. Their errors reach the user where the work is used, and no thread
 outlives them."""
@@ -11,9 +11,9 @@ import pytest
 from conftest import FIXTURES
 
 from rljax_offline import BCConfig
-from rljax_offline.background import THREAD_NAME, Background
-from rljax_offline.learners import core
-from rljax_offline.runners.actor import ActorPolicy
+from rljax_offline.acting.actor import ActorPolicy
+from rljax_offline.learning import core
+from rljax_offline.runtime.background import THREAD_NAME, Background
 
 
 def _threads_left() -> list[str]:

@@ -4,16 +4,16 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rljax_offline.data import read_episodes
-from rljax_offline.experts import cartpole_expert, pendulum_expert
-from rljax_offline.runners.behavior import (
+from rljax_offline.acting.behavior import (
     Behavior,
     BehaviorError,
     BehaviorPolicy,
     parse_behavior,
     parse_mix,
 )
-from rljax_offline.runners.env_runner import record_expert
+from rljax_offline.acting.env_runner import record_expert
+from rljax_offline.apps.experts import cartpole_expert, pendulum_expert
+from rljax_offline.data import read_episodes
 
 N = 20_000
 

@@ -9,9 +9,9 @@ import pytest
 from flax import serialization
 from learner_testlib import DISCRETE, learner_for, random_columns
 
-from rljax_offline.learners import checkpoint as ckpt
-from rljax_offline.learners.bc import BCConfig
-from rljax_offline.learners.core import DataParallel, init_state, select_devices
+from rljax_offline.algorithms.bc import BCConfig
+from rljax_offline.learning import checkpoint as ckpt
+from rljax_offline.learning.core import DataParallel, init_state, select_devices
 
 
 def bc_learner(hiddens):

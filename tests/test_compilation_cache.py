@@ -6,7 +6,7 @@ import pathlib
 import subprocess
 import sys
 
-from rljax_offline import compilation_cache as cc
+from rljax_offline.runtime import compilation_cache as cc
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -24,7 +24,7 @@ def test_where_the_cache_goes(monkeypatch, tmp_path):
     assert cc.resolve(None) == str(tmp_path / "mine")  # the variable wins over the config
 
 
-_PROGRAM = ("from rljax_offline import compilation_cache as cc; import jax; "
+_PROGRAM = ("from rljax_offline.runtime import compilation_cache as cc; import jax; "
             "print(cc.enable('auto')); jax.jit(lambda x: x * 3 + 1)(2.0).block_until_ready()")
 
 

@@ -30,7 +30,7 @@ from rljax_offline.connectors import (
     pipeline,
     prev_actions_rewards,
 )
-from rljax_offline.episode import Episode
+from rljax_offline.episode.episode import Episode
 
 SPACES = Spaces.of(OBS, ACT)
 

@@ -13,8 +13,8 @@ from offline_rl_testlib import assert_resume_is_exact, learner_of, run_updates
 from rljax_offline import CQLConfig
 from rljax_offline import spaces as sp
 from rljax_offline.algorithms.config import ConfigError
-from rljax_offline.datasets import record_mixed
-from rljax_offline.learners.actor_critic import q_ensemble
+from rljax_offline.apps.recipes import record_mixed
+from rljax_offline.learning.losses import q_ensemble
 
 OBS = gym.spaces.Box(-1, 1, (2,), np.float32)
 BOX = gym.spaces.Box(-2, 2, (1,), np.float32)

@@ -9,7 +9,7 @@ from conftest import REPO
 from learner_testlib import max_diff
 
 from rljax_offline import Algorithm
-from rljax_offline.runners.env_runner import record_expert
+from rljax_offline.acting.env_runner import record_expert
 
 
 def readme_example() -> dict:

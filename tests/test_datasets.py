@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 
 from rljax_offline import BCConfig
+from rljax_offline.apps.recipes import RECIPES, record_mixed
 from rljax_offline.data import read_episodes
-from rljax_offline.datasets import RECIPES, record_mixed
 
 EXPERT_RETURN = {"CartPole-v1": 500.0, "Pendulum-v1": -170.0}
 

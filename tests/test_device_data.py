@@ -20,7 +20,7 @@ import pytest
 from jax.sharding import PartitionSpec as P
 from learner_testlib import ALGORITHM_CASES, learner_for, max_diff, random_columns, to_float64
 
-from rljax_offline.learners.core import (
+from rljax_offline.learning.core import (
     AXIS,
     DataParallel,
     DeviceData,

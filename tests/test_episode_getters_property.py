@@ -2,7 +2,7 @@
 `InfiniteLookbackBuffer.get` rules (lookback, negative indices, fill, slices).
 
 The model below is written from RLlib's documented rules, on Python lists, independently of
-`rljax_offline.lookback`. RLlib leaves one case undefined (a slice that needs fill on both
+`rljax_offline.episode.lookback`. RLlib leaves one case undefined (a slice that needs fill on both
 sides at once, which trips an assertion there); we fill both sides, and the model does too.
 """
 

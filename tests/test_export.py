@@ -8,10 +8,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from rljax_offline.acting.env_runner import EnvRunner, episode_stats, record_expert
+from rljax_offline.algorithms.bc import BCConfig
 from rljax_offline.connectors.env_to_module import mean_std_filter
 from rljax_offline.export import ExportError, load_stablehlo, signature_path
-from rljax_offline.learners.bc import BCConfig
-from rljax_offline.runners.env_runner import EnvRunner, episode_stats, record_expert
 
 # float32 network outputs through a few layers: allow a few ulps of the outputs' scale.
 F32_TOL = 64 * np.finfo(np.float32).eps

@@ -13,12 +13,12 @@ import json
 import numpy as np
 import pytest
 
+from rljax_offline.acting.env_runner import EnvRunner, record_expert
+from rljax_offline.algorithms.bc import BCConfig
+from rljax_offline.algorithms.iql import IQLConfig
+from rljax_offline.algorithms.ppo.config import PPOConfig
 from rljax_offline.connectors.common import frame_stack
 from rljax_offline.export import ExportError, initial_state, load_stablehlo, signature_path
-from rljax_offline.learners.bc import BCConfig
-from rljax_offline.learners.iql import IQLConfig
-from rljax_offline.learners.ppo import PPOConfig
-from rljax_offline.runners.env_runner import EnvRunner, record_expert
 
 # float32 network outputs through a few layers: allow a few ulps of the outputs' scale.
 F32_TOL = 64 * np.finfo(np.float32).eps

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from fault_testlib import checkpoint_state, crash_checkpoint_saves
 
-from rljax_offline.data.errors import CheckpointError, RljaxError
-from rljax_offline.learners import checkpoint as ckpt
+from rljax_offline.errors import CheckpointError, RljaxError
+from rljax_offline.learning import checkpoint as ckpt
 
 
 def test_kill_at_every_step_of_a_save_leaves_a_complete_checkpoint(tmp_path):

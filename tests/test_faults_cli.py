@@ -12,10 +12,10 @@ import pytest
 from fault_testlib import PYTHON, cartpole_episodes, subprocess_env
 
 from rljax_offline import Episode
+from rljax_offline.apps.training_loop import check_finite, trim_metrics
 from rljax_offline.cli import main
 from rljax_offline.data import write_episodes
-from rljax_offline.data.errors import TrainingDivergedError
-from rljax_offline.training_loop import check_finite, trim_metrics
+from rljax_offline.errors import TrainingDivergedError
 
 BAD_ARGS = [
     [],

@@ -31,7 +31,7 @@ from rljax_offline.data import (
     read_sample_batch_json,
     write_episodes,
 )
-from rljax_offline.data.errors import IntegrityError, OfflineDataError, OutputExistsError
+from rljax_offline.errors import IntegrityError, OfflineDataError, OutputExistsError
 
 MUTATIONS_PER_FORMAT = 12  # benchmarks/faults.py runs many more
 
@@ -63,7 +63,7 @@ def test_crafted_payloads_are_named_errors_within_the_memory_bound(tmp_path):
 def test_pickles_are_unsafe_payload_errors(tmp_path):
     from fault_testlib import crafted_cases
 
-    from rljax_offline.data.errors import UnsafePayloadError
+    from rljax_offline.errors import UnsafePayloadError
 
     cases = [c for c in crafted_cases(str(tmp_path)) if c[0] == "pickle"]
     assert len(cases) == 3

@@ -15,16 +15,16 @@ import pytest
 from fault_testlib import PYTHON, cartpole_episodes, subprocess_env
 
 from rljax_offline.data import write_episodes
-from rljax_offline.learners import checkpoint as ckpt
+from rljax_offline.learning import checkpoint as ckpt
 
 ITERATIONS = 5
 
 # run_training with a mean-std filter in the learner pipeline (not expressible as CLI flags).
 _FILTERED = """
 import sys
-from rljax_offline.learners.bc import BCConfig
+from rljax_offline.algorithms.bc import BCConfig
 from rljax_offline.connectors import mean_std_filter
-from rljax_offline.training_loop import run_training
+from rljax_offline.apps.training_loop import run_training
 data, out, iterations, stream = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
 config = (BCConfig().environment("CartPole-v1").offline_data(input_=data)
           .training(lr=1e-3, train_batch_size_per_learner=64, num_updates_per_iteration=5,

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from rljax_offline import gc_pause
+from rljax_offline.runtime import gc_pause
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,7 @@ import platform
 
 import pytest
 
-from rljax_offline import host_memory
+from rljax_offline.runtime import host_memory
 
 
 @pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",

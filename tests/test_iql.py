@@ -12,9 +12,9 @@ from offline_rl_testlib import assert_resume_is_exact, learner_of, run_updates
 
 from rljax_offline import IQLConfig
 from rljax_offline.algorithms.config import ConfigError
-from rljax_offline.datasets import record_mixed
-from rljax_offline.learners.actor_critic import expectile_loss
-from rljax_offline.learners.iql import MAX_ADVANTAGE_WEIGHT
+from rljax_offline.algorithms.iql import MAX_ADVANTAGE_WEIGHT
+from rljax_offline.apps.recipes import record_mixed
+from rljax_offline.learning.losses import expectile_loss
 
 OBS = gym.spaces.Box(-1, 1, (2,), np.float32)
 SMALL = {"fcnet_hiddens": [32, 32]}

@@ -24,7 +24,7 @@ from learner_testlib import (
     to_float64,
 )
 
-from rljax_offline.learners.core import (
+from rljax_offline.learning.core import (
     DataParallel,
     Learner,
     Loss,

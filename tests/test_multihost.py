@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from rljax_offline import distributed
+from rljax_offline.runtime import distributed
 
 TESTS = pathlib.Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -84,7 +84,7 @@ def test_two_processes_sample_exactly_what_one_device_does():
 
 @pytest.fixture(scope="module")
 def four_files(tmp_path_factory):
-    from rljax_offline.runners.env_runner import record_expert
+    from rljax_offline.acting.env_runner import record_expert
 
     path = tmp_path_factory.mktemp("mh") / "data"
     record_expert("CartPole-v1", str(path), num_episodes=8, progress=False,
@@ -127,8 +127,8 @@ def test_two_process_training_from_the_command_line(four_files, tmp_path):
 _STREAM_RESUME = """
 import sys
 from rljax_offline.connectors import mean_std_filter
-from rljax_offline.learners.bc import BCConfig
-from rljax_offline.training_loop import run_training
+from rljax_offline.algorithms.bc import BCConfig
+from rljax_offline.apps.training_loop import run_training
 address, pid, data, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 config = (BCConfig().environment("CartPole-v1")
           .offline_data(input_=data, materialize_data=False, materialize_mapped_data=False,
@@ -148,7 +148,7 @@ def test_two_process_streaming_resumes_every_process_cursor(tmp_path):
     from fault_testlib import cartpole_episodes
 
     from rljax_offline.data import write_episodes
-    from rljax_offline.learners import checkpoint as ckpt
+    from rljax_offline.learning import checkpoint as ckpt
 
     data = tmp_path / "data"  # 4 files of 3 short episodes: past an epoch end in 6 batches
     write_episodes(cartpole_episodes(12, seed=1), str(data), output_max_rows_per_file=3)
@@ -168,8 +168,8 @@ def test_two_process_streaming_resumes_every_process_cursor(tmp_path):
 
     assert state("resumed") == state("straight")
     # One process cannot go on with two processes' cursors: each streamed its own files.
+    from rljax_offline.algorithms.bc import BCConfig
     from rljax_offline.connectors import mean_std_filter
-    from rljax_offline.learners.bc import BCConfig
 
     alone = (BCConfig().environment("CartPole-v1")
              .offline_data(input_=str(data), materialize_data=False,

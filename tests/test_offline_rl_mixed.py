@@ -1,6 +1,6 @@
 """On mixed-quality data where behavior cloning fails, MARWIL, CQL and IQL do clearly better.
 
-The data sets are `rljax_offline.datasets`' small recipes: CartPole with 5% expert episodes
+The data sets are `rljax_offline.apps.recipes`' small recipes: CartPole with 5% expert episodes
 among episodes whose actions are mostly flipped, Pendulum with 10% expert episodes among
 uniformly random ones. BC copies the poor majority; CQL and IQL use the rewards. Each
 algorithm's best evaluation return over a few short iterations is compared (fixed seeds, small
@@ -11,7 +11,7 @@ import pytest
 from offline_rl_testlib import best_return
 
 from rljax_offline import BCConfig, CQLConfig, IQLConfig, MARWILConfig
-from rljax_offline.datasets import RECIPES, record_mixed
+from rljax_offline.apps.recipes import RECIPES, record_mixed
 
 pytestmark = pytest.mark.slow
 

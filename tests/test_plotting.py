@@ -4,7 +4,7 @@ where it was asked for."""
 import numpy as np
 import pytest
 
-from rljax_offline import plotting
+from rljax_offline.apps import plotting
 
 
 def result(i, batch=256, updates=10):

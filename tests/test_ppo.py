@@ -16,22 +16,22 @@ import numpy as np
 import pytest
 
 from rljax_offline import Algorithm, BCConfig, ConfigError, PPOConfig
-from rljax_offline.batch import EpisodeBatch
-from rljax_offline.connectors import Context, Spaces, default_learner, pipeline
-from rljax_offline.data import read_episodes
-from rljax_offline.episode import Episode
-from rljax_offline.learners.core import DataParallel, init_state, select_devices
-from rljax_offline.learners.ppo import general_advantage_estimation
-from rljax_offline.models.networks import value_network
-from rljax_offline.runners.env_runner import EnvRunner
-from rljax_offline.runners.recording import PolicyMismatchError, record_policy
-from rljax_offline.workflow import (
+from rljax_offline.acting.env_runner import EnvRunner
+from rljax_offline.acting.recording import PolicyMismatchError, record_policy
+from rljax_offline.algorithms.ppo.config import general_advantage_estimation
+from rljax_offline.apps.workflow import (
     TARGET,
     cartpole_bc_config,
     cartpole_ppo_config,
     train_bc_until,
     train_ppo_until,
 )
+from rljax_offline.connectors import Context, Spaces, default_learner, pipeline
+from rljax_offline.data import read_episodes
+from rljax_offline.episode.batch import EpisodeBatch
+from rljax_offline.episode.episode import Episode
+from rljax_offline.learning.core import DataParallel, init_state, select_devices
+from rljax_offline.models.networks import value_network
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -265,8 +265,8 @@ def test_a_policy_for_other_spaces_is_a_named_error_before_recording(tmp_path):
 
 
 def test_workflow_figure_and_demo_full_flag(tmp_path):
+    from rljax_offline.apps.plotting import save_workflow_curves
     from rljax_offline.cli import build_parser
-    from rljax_offline.plotting import save_workflow_curves
 
     path = save_workflow_curves([(2048, 20.0), (4096, 60.0)], [(50, 300.0), (100, 480.0)],
                                 [(2048, 300.0), (4096, 470.0)], str(tmp_path / "w.png"),

@@ -21,14 +21,14 @@ from learner_testlib import max_diff, to_float64
 
 from rljax_offline import Algorithm, BCConfig, ConfigError, PPOConfig
 from rljax_offline import spaces as sp
-from rljax_offline.batch import EpisodeBatch
+from rljax_offline.acting.env_runner import record_expert
+from rljax_offline.algorithms.ppo.config import ACTOR, CRITIC, sequence_advantage_estimation
 from rljax_offline.connectors import Context, Spaces, default_learner, pipeline
 from rljax_offline.envs import StatelessCartPole
-from rljax_offline.episode import Episode
-from rljax_offline.learners.core import DataParallel, init_state, make_update, select_devices
-from rljax_offline.learners.ppo import ACTOR, CRITIC, sequence_advantage_estimation
+from rljax_offline.episode.batch import EpisodeBatch
+from rljax_offline.episode.episode import Episode
+from rljax_offline.learning.core import DataParallel, init_state, make_update, select_devices
 from rljax_offline.models.networks import value_network
-from rljax_offline.runners.env_runner import record_expert
 
 S = 4
 LSTM = {"fcnet_hiddens": [8], "use_lstm": True, "lstm_cell_size": 6, "max_seq_len": S}

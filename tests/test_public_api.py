@@ -20,8 +20,8 @@ def test_every_public_name_resolves_and_no_object_has_two_names():
 
 
 def test_public_names_are_the_defining_modules_objects():
+    from rljax_offline.acting.env_runner import EnvRunner
     from rljax_offline.data.reader import read_episodes
-    from rljax_offline.runners.env_runner import EnvRunner
 
     assert rljax_offline.read_episodes is read_episodes and rljax_offline.EnvRunner is EnvRunner
 

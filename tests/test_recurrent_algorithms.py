@@ -21,13 +21,14 @@ import pytest
 from learner_testlib import max_diff, to_float64
 
 from rljax_offline import BCConfig, CQLConfig, IQLConfig, MARWILConfig
+from rljax_offline.acting.env_runner import EnvRunner, record_expert
 from rljax_offline.algorithms.algorithm import Algorithm
+from rljax_offline.apps.experts import cartpole_expert
 from rljax_offline.data import iter_episodes
 from rljax_offline.data.writer import write_episodes
 from rljax_offline.envs import StatelessCartPole
-from rljax_offline.episode_builder import EpisodeBuilder
-from rljax_offline.experts import cartpole_expert
-from rljax_offline.learners.core import (
+from rljax_offline.episode.builder import EpisodeBuilder
+from rljax_offline.learning.core import (
     DataParallel,
     Learner,
     Loss,
@@ -35,7 +36,6 @@ from rljax_offline.learners.core import (
     make_update,
     select_devices,
 )
-from rljax_offline.runners.env_runner import EnvRunner, record_expert
 
 S = 8
 LSTM = {"fcnet_hiddens": [16], "use_lstm": True, "lstm_cell_size": 8, "max_seq_len": S}

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from tensorboard_testlib import read_tensorboard_scalars
 
-from rljax_offline.reporting import (
+from rljax_offline.apps.reporting import (
     JsonLinesLogger,
     MultiLogger,
     default_logger,

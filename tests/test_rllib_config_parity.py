@@ -6,8 +6,8 @@ and the Ray-only knobs say in one line that they have no effect."""
 import pytest
 
 from rljax_offline import BCConfig, ConfigError, MARWILConfig
+from rljax_offline.acting.env_runner import record_expert
 from rljax_offline.algorithms import AlgorithmConfig
-from rljax_offline.runners.env_runner import record_expert
 
 # The 18 parameters of RLlib's `offline_data()`, in the order its offline-data guide lists them.
 RLLIB_OFFLINE_DATA = [

@@ -79,7 +79,7 @@ def test_the_init_programs_cpu_options_change_no_value_and_are_dropped_where_unk
     import numpy as np
 
     from rljax_offline import BCConfig
-    from rljax_offline.learners import core
+    from rljax_offline.learning import core
 
     learner = (BCConfig().environment("CartPole-v1").offline_data(input_="unused")
                .learners(num_devices=1, compilation_cache_dir=None).build().learner)

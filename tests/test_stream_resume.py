@@ -16,10 +16,10 @@ from fault_testlib import cartpole_episodes
 from learner_testlib import OFFLINE_ALGORITHM_CASES, max_diff
 
 from rljax_offline import Algorithm
-from rljax_offline.algorithms.stream import DataChangedError, StreamCursor, stream_batches
 from rljax_offline.connectors import mean_std_filter
 from rljax_offline.data import iter_episodes, write_episodes
-from rljax_offline.learners import checkpoint as ckpt
+from rljax_offline.data.stream import DataChangedError, StreamCursor, stream_batches
+from rljax_offline.learning import checkpoint as ckpt
 
 # ---------------------------------------------------------------------- the cursor itself
 
@@ -152,7 +152,7 @@ def test_save_mid_stream_and_restore_is_exact_for_every_algorithm(case, stream_d
 
 def test_restore_in_place_rewinds_a_running_stream_stop_keeps_it_settings_are_checked(stream_data,
                                                                           tmp_path):
-    from rljax_offline.learners.bc import BCConfig
+    from rljax_offline.algorithms.bc import BCConfig
 
     cfg = _streaming(BCConfig().rl_module(model_config={"fcnet_hiddens": [8]}), stream_data)
     algo = cfg.build()

@@ -42,11 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import rljax_offline.algorithms.registry as registry
-from rljax_offline import compilation_cache, distributed, gc_pause, host_memory
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
-from rljax_offline.algorithms.stream import CursorTracker, StreamCursor, stream_batches
-from rljax_offline.background import Background
-from rljax_offline.batch import EpisodeBatch
 from rljax_offline.connectors import (
     Context,
     Spaces,
@@ -57,10 +53,12 @@ from rljax_offline.connectors import (
     pipeline,
 )
 from rljax_offline.connectors.common import add_states, add_time_dim
+from rljax_offline.data.stream import CursorTracker, StreamCursor, stream_batches
 from rljax_offline.envs.make import make_env
-from rljax_offline.episode import Episode
-from rljax_offline.learners import checkpoint as ckpt
-from rljax_offline.learners.core import (
+from rljax_offline.episode.batch import EpisodeBatch
+from rljax_offline.episode.episode import Episode
+from rljax_offline.learning import checkpoint as ckpt
+from rljax_offline.learning.core import (
     DataParallel,
     DeviceData,
     Learner,
@@ -69,6 +67,8 @@ from rljax_offline.learners.core import (
     select_devices,
     start_init_state,
 )
+from rljax_offline.runtime import compilation_cache, distributed, gc_pause, host_memory
+from rljax_offline.runtime.background import Background
 
 MODULE_ID = "default_policy"
 CHECKPOINT_FORMAT = 2
@@ -530,7 +530,7 @@ class Algorithm:
     def _new_actor(self, explore: bool):
         """A new `ActorPolicy` of this algorithm's policy between its pipelines (each runner
         needs its own: an actor holds its envs' windows)."""
-        from rljax_offline.runners.actor import ActorPolicy
+        from rljax_offline.acting.actor import ActorPolicy
 
         return ActorPolicy(_PolicyView(self.learner), None, self.spaces,
                            self.env_to_module_connector, None, self.module_to_env_connector,
@@ -552,7 +552,7 @@ class Algorithm:
 
     def evaluate(self, num_episodes: int | None = None) -> dict:
         """Runs the policy in the env; RLlib's `env_runners` metrics."""
-        from rljax_offline.runners.env_runner import EnvRunner, episode_stats
+        from rljax_offline.acting.env_runner import EnvRunner, episode_stats
 
         n = num_episodes or self.config.evaluation_duration
         actor = self.actor()

@@ -14,11 +14,11 @@ import importlib
 from rljax_offline.algorithms.config import AlgorithmConfig
 
 _BUILTIN = {
-    "bc": "rljax_offline.learners.bc:BCConfig",
-    "marwil": "rljax_offline.learners.marwil:MARWILConfig",
-    "ppo": "rljax_offline.learners.ppo:PPOConfig",
-    "cql": "rljax_offline.learners.cql:CQLConfig",
-    "iql": "rljax_offline.learners.iql:IQLConfig",
+    "bc": "rljax_offline.algorithms.bc:BCConfig",
+    "marwil": "rljax_offline.algorithms.marwil:MARWILConfig",
+    "ppo": "rljax_offline.algorithms.ppo.config:PPOConfig",
+    "cql": "rljax_offline.algorithms.cql:CQLConfig",
+    "iql": "rljax_offline.algorithms.iql:IQLConfig",
 }
 _REGISTERED: dict[str, type] = {}
 

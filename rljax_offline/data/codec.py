@@ -17,9 +17,9 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from rljax_offline.data.errors import OfflineDataError, UnsafePayloadError
 from rljax_offline.data.msgpack_scan import decode_with_scan
-from rljax_offline.episode import Episode, EpisodeError
+from rljax_offline.episode.episode import Episode, EpisodeError
+from rljax_offline.errors import OfflineDataError, UnsafePayloadError
 
 #: Arrays above this many bytes are refused (a corrupt header must not allocate gigabytes).
 MAX_ARRAY_BYTES = 1 << 31

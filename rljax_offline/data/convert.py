@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from rljax_offline.data.sample_batch_json import read_sample_batch_json
 from rljax_offline.data.tabular import _Assembler, _table_columns, episodes_to_table
-from rljax_offline.episode import Episode
+from rljax_offline.episode.episode import Episode
 
 __all__ = ["episodes_to_tabular", "read_sample_batch_json", "tabular_to_episodes"]
 

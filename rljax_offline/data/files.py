@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from rljax_offline.data.errors import IntegrityError, OfflineDataError, OutputExistsError
+from rljax_offline.errors import IntegrityError, OfflineDataError, OutputExistsError
 
 PARQUET_SUFFIX = ".parquet"
 # Prefix of our keys in a Parquet file's key-value metadata (format version, spaces, ...).

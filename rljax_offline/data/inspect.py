@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from rljax_offline.data.errors import OutputExistsError
 from rljax_offline.data.files import resolve_files
 from rljax_offline.data.reader import SkipReport, iter_episodes
 from rljax_offline.data.writer import EpisodeWriter
+from rljax_offline.errors import OutputExistsError
 
 
 def inspect_dataset(input_: Any, **read_options) -> dict:

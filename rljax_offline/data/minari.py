@@ -27,8 +27,8 @@ import jax
 import numpy as np
 
 from rljax_offline import spaces as sp
-from rljax_offline.data.errors import OfflineDataError
-from rljax_offline.episode import Episode
+from rljax_offline.episode.episode import Episode
+from rljax_offline.errors import OfflineDataError
 
 PREFIX = "minari:"
 

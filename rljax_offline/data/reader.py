@@ -25,13 +25,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from rljax_offline import gc_pause
 from rljax_offline.data.codec import decode_episode
-from rljax_offline.data.errors import OfflineDataError
 from rljax_offline.data.files import as_data_error, display_name, open_parquet, resolve_files
 from rljax_offline.data.validate import check_episode
-from rljax_offline.episode import Episode
-from rljax_offline.prefetch import Prefetcher
+from rljax_offline.episode.episode import Episode
+from rljax_offline.errors import OfflineDataError
+from rljax_offline.runtime import gc_pause
+from rljax_offline.runtime.prefetch import Prefetcher
 
 READ_AHEAD_THREAD = "rljax-offline-read-ahead"  # the thread that decodes episodes ahead
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from rljax_offline.data.errors import OfflineDataError
 from rljax_offline.data.validate import check_episode
-from rljax_offline.episode import Episode, EpisodeError
+from rljax_offline.episode.episode import Episode, EpisodeError
+from rljax_offline.errors import OfflineDataError
 
 _NOT_EMO = {"obs", "actions", "rewards", "new_obs", "dones", "terminateds", "truncateds",
             "eps_id", "infos", "type", "t", "unroll_id", "agent_index", "env_id", "count",

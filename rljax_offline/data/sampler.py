@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from rljax_offline.episode import Episode
+from rljax_offline.episode.episode import Episode
 
 
 def sample_timesteps(episodes: Iterable[Episode], train_batch_size: int, *,

@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from rljax_offline.data.errors import OfflineDataError, UnsafePayloadError
 from rljax_offline.data.files import META_PREFIX, as_data_error, display_name, open_parquet
-from rljax_offline.episode import Episode, EpisodeError
+from rljax_offline.episode.episode import Episode, EpisodeError
+from rljax_offline.errors import OfflineDataError, UnsafePayloadError
 
 KNOWN = ("eps_id", "agent_id", "module_id", "obs", "actions", "rewards", "new_obs",
          "terminateds", "truncateds", "infos")

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from rljax_offline import spaces as sp
-from rljax_offline.data.errors import OfflineDataError
+from rljax_offline.errors import OfflineDataError
 
 #: Relative slack on Box action bounds (float32 round-trips of values at the bound).
 _BOUND_RTOL = 1e-6

@@ -39,7 +39,7 @@ from rljax_offline.data.files import (
     atomic_output,
     clean_stale_temps,
 )
-from rljax_offline.episode import Episode
+from rljax_offline.episode.episode import Episode
 
 FORMAT_VERSION = "1"
 EPISODE_SCHEMA = pa.schema([pa.field("item", pa.binary())])

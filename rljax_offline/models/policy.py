@@ -23,7 +23,7 @@ Recurrent policies (`use_lstm=True` or `use_gru=True`, see `models/recurrent.py`
 * `policy.forward(params, batch) -> (action_dist_inputs [B, T, d], state_out)`: reads `obs`
   `[B, T, ...]`, `state_in` and `seq_lens` (what both pipelines build). Acting: the env-to-module
   batch has `T = 1`; drop the time axis of the outputs and record `state_out` per step as an
-  extra model output (`runners.actor.make_actor` does both).
+  extra model output (`acting.actor.make_actor` does both).
 * `policy.dist_inputs(params, batch)`: `forward(...)[0]`, shaped like `batch["actions"]`'s
   leading `[B, T]` dims, so mask-weighted losses over `loss_mask` `[B, T]` work unchanged.
 * `policy.apply(params, obs)` needs a state and raises for them.

@@ -15,7 +15,7 @@ kl_target / 2) and lives in `TrainState.extra`, so checkpoints keep it.
 Advantages come from `general_advantage_estimation`, a learner-pipeline piece (RLlib's
 `GeneralAdvantageEstimation`) that reads the value network from the context's params: PPO runs
 the learner pipeline on each iteration's rollouts with the current params
-(`rljax_offline.algorithms.online.PPO`).
+(`rljax_offline.algorithms.ppo.algorithm.PPO`).
 
 Recurrent policies (`use_lstm` / `use_gru`, `lstm_cell_size`, `max_seq_len`,
 `lstm_use_prev_action` / `_reward`): RLlib's PPO module with `vf_share_layers=False`
@@ -52,10 +52,10 @@ from rljax_offline.algorithms.config import (
     positive_int,
     probability,
 )
+from rljax_offline.algorithms.marwil import make_optimizer
 from rljax_offline.connectors.common import num_sequences
 from rljax_offline.connectors.core import Connector, stateless
-from rljax_offline.learners.core import Learner, Loss
-from rljax_offline.learners.marwil import make_optimizer
+from rljax_offline.learning.core import Learner, Loss
 from rljax_offline.models.networks import Network, value_network
 from rljax_offline.models.policy import MODEL_CONFIG_DEFAULTS, Policy, is_recurrent, make_policy
 from rljax_offline.models.recurrent import step_rows
@@ -206,7 +206,7 @@ class PPOConfig(AlgorithmConfig):
         >>> result["env_runners"]["episode_return_mean"]  # doctest: +SKIP
     """
 
-    algorithm_class = "rljax_offline.algorithms.online:PPO"
+    algorithm_class = "rljax_offline.algorithms.ppo.algorithm:PPO"
     algo_name = "ppo"
     trains_online = True
 
@@ -341,7 +341,7 @@ class PPOConfig(AlgorithmConfig):
         """The online `PPO` algorithm. Fine-tuning (`init_policy_from`) takes the
         checkpoint's `model_config` (its weights fix the architecture) and, where no
         `input_` is set, the checkpoint's offline data for the value warm-up."""
-        from rljax_offline.learners import checkpoint as ckpt
+        from rljax_offline.learning import checkpoint as ckpt
 
         config = self
         if self.init_policy_from is not None:

@@ -46,8 +46,8 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from rljax_offline.background import Background
-from rljax_offline.prefetch import Prefetcher
+from rljax_offline.runtime.background import Background
+from rljax_offline.runtime.prefetch import Prefetcher
 
 AXIS = "data"
 MODES = ("shard_map", "pmap", "jit")
@@ -789,7 +789,7 @@ def _last_and_mean(metrics: dict) -> dict:
 
 def prefetch_to_device(batches: Iterable[dict], sharding, size: int = 2) -> Prefetcher:
     """`batches` placed on the devices (host to device once) by a prefetch thread
-    (`rljax_offline.prefetch.Prefetcher`), double-buffered by default, so reading, batching,
+    (`rljax_offline.runtime.prefetch.Prefetcher`), double-buffered by default, so reading, batching,
     the copy and the update overlap.
 
     `sharding`: a `jax.sharding.Sharding`, or a function that places one batch (e.g.

@@ -43,7 +43,7 @@ from rljax_offline.algorithms.config import (
 )
 from rljax_offline.connectors.common import expand, latest, num_sequences
 from rljax_offline.connectors.core import Connector, stateless
-from rljax_offline.learners.core import Learner, Loss, global_mean
+from rljax_offline.learning.core import Learner, Loss, global_mean
 from rljax_offline.models.networks import Network, value_network
 from rljax_offline.models.policy import make_policy
 from rljax_offline.models.recurrent import step_rows

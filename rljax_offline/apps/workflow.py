@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
-from rljax_offline.learners.bc import BCConfig
-from rljax_offline.learners.ppo import PPOConfig
+from rljax_offline.algorithms.bc import BCConfig
+from rljax_offline.algorithms.ppo.config import PPOConfig
 
 ENV = "CartPole-v1"
 TARGET = 450.0

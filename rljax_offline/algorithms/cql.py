@@ -51,7 +51,9 @@ from rljax_offline.algorithms.config import (
     positive_int,
     unit_interval_open_left,
 )
-from rljax_offline.learners.actor_critic import (
+from rljax_offline.algorithms.marwil import make_optimizer
+from rljax_offline.learning.core import Learner, Loss, per_example_uniform
+from rljax_offline.learning.losses import (
     actor,
     check_bounded,
     huber,
@@ -60,8 +62,6 @@ from rljax_offline.learners.actor_critic import (
     take_action,
     target_entropy,
 )
-from rljax_offline.learners.core import Learner, Loss, per_example_uniform
-from rljax_offline.learners.marwil import make_optimizer
 from rljax_offline.models.distributions import action_scaler, categorical
 from rljax_offline.models.networks import Network
 from rljax_offline.models.policy import Policy, check_model_config, is_recurrent, recurrent_cell

@@ -30,9 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax_offline import spaces as sp
-from rljax_offline.batch import EpisodeBatch
 from rljax_offline.connectors.common import add_observations, expand
 from rljax_offline.connectors.core import Connector, Context, Spaces, pipeline
+from rljax_offline.episode.batch import EpisodeBatch
 
 RECORDED_OUTPUTS = ("action_logp", "action_dist_inputs")
 

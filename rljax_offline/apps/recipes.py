@@ -16,7 +16,7 @@ copies the poor majority.
 The `-small` variants are the same mixes with fewer episodes, for tests (about a second to record).
 
 Example:
-    >>> from rljax_offline.datasets import record_mixed
+    >>> from rljax_offline.apps.recipes import record_mixed
     >>> files = record_mixed("cartpole-mixed", "/tmp/cartpole_mixed")
 """
 
@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 
 class Recipe(NamedTuple):
-    """How a mixed data set is recorded: env, behaviour mix (see `runners.behavior`), size."""
+    """How a mixed data set is recorded: env, behaviour mix (see `acting.behavior`), size."""
 
     env_id: str
     mix: str
@@ -61,7 +61,7 @@ def record_mixed(name: str, path: str, *, num_episodes: int | None = None, seed:
     `num_episodes` overrides the recipe's size; `write_options` go to `EpisodeWriter`
     (e.g. `output_write_episodes=False` for tabular rows). Same seed, same data.
     """
-    from rljax_offline.runners.env_runner import record_expert
+    from rljax_offline.acting.env_runner import record_expert
 
     r = recipe(name)
     return record_expert(r.env_id, path, num_episodes=num_episodes or r.num_episodes, seed=seed,

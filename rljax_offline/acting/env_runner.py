@@ -1,7 +1,7 @@
 """`EnvRunner`: steps gymnasium vector envs with a policy and produces `Episode`s.
 
 The policy is one of
-* an `ActorPolicy` (`rljax_offline.runners.actor`; what `Algorithm.actor()` returns): env-to-module
+* an `ActorPolicy` (`rljax_offline.acting.actor`; what `Algorithm.actor()` returns): env-to-module
   -> module -> module-to-env on the device, one jitted call a step, lookback window and
   recurrent state kept on the device; its `action_logp`, `action_dist_inputs` and `state_out`
   are recorded per step;
@@ -26,10 +26,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from rljax_offline.acting.actor import ActorPolicy, ModulePolicy
 from rljax_offline.envs.make import env_factory
-from rljax_offline.episode import Episode
-from rljax_offline.episode_builder import EpisodeBuilder
-from rljax_offline.runners.actor import ActorPolicy, ModulePolicy
+from rljax_offline.episode.builder import EpisodeBuilder
+from rljax_offline.episode.episode import Episode
 
 
 def make_vector_env(env: Any, num_envs: int,
@@ -260,17 +260,17 @@ def record_expert(env_id: str, output: str, *, num_episodes: int = 500, seed: in
                   num_envs: int = 8, progress: bool = True, epsilon: float = 0.0,
                   flip_prob: float = 0.0, action_noise: float = 0.0, mix: Any = None,
                   **write_options) -> list[str]:
-    """Records a shipped scripted expert (`rljax_offline.experts`) to Parquet.
+    """Records a shipped scripted expert (`rljax_offline.apps.experts`) to Parquet.
 
     `epsilon` (epsilon-random actions), `flip_prob` (Discrete: the expert's action replaced by
     another) and `action_noise` (Box: Gaussian noise, clipped to the bounds) perturb every
     episode; `mix` (a spec such as `"expert:0.1,random:0.6,flip0.4:0.3"`, or a list of
     `(Behavior, weight)`) draws one behaviour per episode instead. Episodes are tagged with
-    their behaviour (see `rljax_offline.runners.behavior`). With none of them, the expert's
+    their behaviour (see `rljax_offline.acting.behavior`). With none of them, the expert's
     actions are recorded unchanged, as before.
     """
-    from rljax_offline.experts import expert_for
-    from rljax_offline.runners.behavior import Behavior, BehaviorError, BehaviorPolicy, parse_mix
+    from rljax_offline.acting.behavior import Behavior, BehaviorError, BehaviorPolicy, parse_mix
+    from rljax_offline.apps.experts import expert_for
 
     expert = expert_for(env_id)
     policy: Any = expert

@@ -29,8 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rljax_offline import lookback as lb
 from rljax_offline import spaces as sp
+from rljax_offline.episode import lookback as lb
 from rljax_offline.tree_util import FrozenPytree, HostData, leading_dim, stack_items
 
 _ARRAY_FIELDS = ("observations", "actions", "rewards", "extra_model_outputs")
@@ -355,7 +355,7 @@ class Episode(FrozenPytree):
 
     def get_observations(self, indices=None, *, neg_index_as_lookback: bool = False,
                          fill: Any = None) -> Any:
-        """Observations at `indices` (see `rljax_offline.lookback` for the index rules)."""
+        """Observations at `indices` (see `rljax_offline.episode.lookback` for the index rules)."""
         return self._get(self.observations, self._n_obs, indices, neg_index_as_lookback,
                          fill, "observations")
 
@@ -559,14 +559,14 @@ class Episode(FrozenPytree):
     # ------------------------------------------------------------------ RLlib state dicts
 
     def get_state(self, finalized: bool = True) -> dict:
-        """RLlib's `SingleAgentEpisode.get_state()` dict (see `rljax_offline.episode_state`)."""
-        from rljax_offline.episode_state import episode_state
+        """RLlib's `SingleAgentEpisode.get_state()` dict (see `episode.rllib_state`)."""
+        from rljax_offline.episode.rllib_state import episode_state
 
         return episode_state(self, finalized)
 
     @classmethod
     def from_state(cls, state: dict) -> Episode:
-        """Builds an episode from RLlib's state dict (see `rljax_offline.episode_state`)."""
-        from rljax_offline.episode_state import episode_from_state
+        """Builds an episode from RLlib's state dict (see `rljax_offline.episode.rllib_state`)."""
+        from rljax_offline.episode.rllib_state import episode_from_state
 
         return episode_from_state(state)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from rljax_offline.algorithms.config import ConfigError, option, positive_float
-from rljax_offline.learners.marwil import MARWILConfig
+from rljax_offline.algorithms.marwil import MARWILConfig
 
 
 @dataclasses.dataclass(frozen=True)

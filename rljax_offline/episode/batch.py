@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax_offline import spaces as sp
-from rljax_offline.episode import Episode, EpisodeError
+from rljax_offline.episode.episode import Episode, EpisodeError
 from rljax_offline.tree_util import FrozenPytree
 
 _ARRAY_FIELDS = ("observations", "actions", "rewards", "extra_model_outputs", "lengths",

@@ -26,8 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import serialization
 
-from rljax_offline.data.errors import OfflineDataError
-from rljax_offline.episode import Episode
+from rljax_offline.episode.episode import Episode
+from rljax_offline.errors import OfflineDataError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,7 +32,7 @@ import jax
 import numpy as np
 from flax import serialization
 
-from rljax_offline.data.errors import CheckpointError
+from rljax_offline.errors import CheckpointError
 
 STATE_FILE, META_FILE, MANIFEST_FILE = "state.msgpack", "meta.json", "manifest.json"
 FORMAT = 2

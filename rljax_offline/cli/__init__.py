@@ -170,10 +170,10 @@ def _read_kwargs(args) -> dict:
 
 
 def cmd_record(args) -> int:
-    from rljax_offline.data.errors import OutputExistsError
-    from rljax_offline.datasets import recipe
-    from rljax_offline.runners.env_runner import record_expert
-    from rljax_offline.runners.recording import record_policy
+    from rljax_offline.acting.env_runner import record_expert
+    from rljax_offline.acting.recording import record_policy
+    from rljax_offline.apps.recipes import recipe
+    from rljax_offline.errors import OutputExistsError
 
     if os.path.exists(args.output) and not os.path.isdir(args.output):
         raise OutputExistsError(f"--output {args.output!r} is an existing file; record writes "
@@ -259,8 +259,8 @@ def _distributed_kwargs(args) -> dict:
 
 
 def cmd_train(args) -> int:
-    from rljax_offline.reporting import default_logger
-    from rljax_offline.training_loop import run_training
+    from rljax_offline.apps.reporting import default_logger
+    from rljax_offline.apps.training_loop import run_training
 
     config = _config_from_args(args)
     # Built inside run_training's process-0 check: a logger here would open files on every
@@ -280,7 +280,7 @@ def cmd_evaluate(args) -> int:
     algo = Algorithm.from_checkpoint(args.checkpoint)
     result = algo.evaluate(num_episodes=args.episodes)
     if args.log_dir:
-        from rljax_offline.reporting import default_logger
+        from rljax_offline.apps.reporting import default_logger
 
         with default_logger(args.log_dir, tensorboard=not args.no_tensorboard) as log:
             log.log({"evaluation": {"env_runners": result}}, step=algo.iteration)
@@ -342,7 +342,7 @@ def cmd_export(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from rljax_offline.demo import run_demo, run_full_demo
+    from rljax_offline.apps.demo import run_demo, run_full_demo
 
     (run_full_demo if args.full else run_demo)(
         out_dir=args.out, num_episodes=args.episodes, seed=args.seed,
@@ -414,7 +414,7 @@ def _parse_bool(text: str) -> bool:
 def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
     """The CLI; `train`'s algorithm-specific flags are those of `algo`."""
     from rljax_offline.algorithms import names
-    from rljax_offline.datasets import RECIPES
+    from rljax_offline.apps.recipes import RECIPES
 
     ap = _Parser(
         prog="rljax-offline", formatter_class=_HelpFormatter,
@@ -470,7 +470,7 @@ def build_parser(algo: str = "bc") -> argparse.ArgumentParser:
                         "'expert:0.1,random:0.6,flip0.4:0.3' (behaviours: expert, random, epsP, "
                         "flipP, noiseSTD, joined with '+'); kept in custom_data['behavior']")
     p.add_argument("--dataset", default=None, choices=sorted(RECIPES),
-                   help="a mixed-quality recipe of rljax_offline.datasets (sets --env, --mix "
+                   help="a mixed-quality recipe of rljax_offline.apps.recipes (sets --env, --mix "
                         "and the episode count)")
 
     p = _sub(sub, "train", "train an offline algorithm (BC, MARWIL, CQL, IQL) from offline "
@@ -674,7 +674,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - the one place every failure becomes one line
         if os.environ.get("RLJAX_DEBUG"):
             raise
-        from rljax_offline.data.errors import RljaxError
+        from rljax_offline.errors import RljaxError
 
         text = " ".join(str(e).split()) or type(e).__name__
         if isinstance(e, MemoryError):
@@ -684,6 +684,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: rljax-offline {args.command}: {text}", file=sys.stderr)
         return _exit_code(e)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -12,7 +12,7 @@ import jax
 import numpy as np
 
 from rljax_offline import spaces as sp
-from rljax_offline.episode import Episode, EpisodeError
+from rljax_offline.episode.episode import Episode, EpisodeError
 
 _STATE_KEYS = ("id_", "observations", "actions", "rewards", "is_terminated", "is_truncated",
                "t_started", "t")

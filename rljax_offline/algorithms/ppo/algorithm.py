@@ -36,13 +36,13 @@ import time
 import jax
 import numpy as np
 
+from rljax_offline.acting.recording import PolicyMismatchError, check_policy_spaces
 from rljax_offline.algorithms.algorithm import MODULE_ID, Algorithm
 from rljax_offline.algorithms.config import ConfigError
+from rljax_offline.algorithms.marwil import add_returns_to_go
+from rljax_offline.algorithms.ppo.config import standardize
 from rljax_offline.connectors import default_learner, pipeline
-from rljax_offline.learners.core import DataParallel, init_state
-from rljax_offline.learners.marwil import add_returns_to_go
-from rljax_offline.learners.ppo import standardize
-from rljax_offline.runners.recording import PolicyMismatchError, check_policy_spaces
+from rljax_offline.learning.core import DataParallel, init_state
 
 _WARMUP_BATCH = 1024
 
@@ -124,7 +124,7 @@ class PPO(Algorithm):
 
     def sample(self):
         """One iteration's rollouts: `(episode chunks, [(return, length)] finished)`."""
-        from rljax_offline.runners.env_runner import EnvRunner
+        from rljax_offline.acting.env_runner import EnvRunner
 
         c = self.config
         actor = self._explorer()

@@ -40,7 +40,9 @@ from rljax_offline.algorithms.config import (
     positive_int,
     unit_interval_open_left,
 )
-from rljax_offline.learners.actor_critic import (
+from rljax_offline.algorithms.marwil import make_optimizer
+from rljax_offline.learning.core import Learner, Loss
+from rljax_offline.learning.losses import (
     actor,
     check_bounded,
     expectile_loss,
@@ -48,8 +50,6 @@ from rljax_offline.learners.actor_critic import (
     q_ensemble,
     take_action,
 )
-from rljax_offline.learners.core import Learner, Loss
-from rljax_offline.learners.marwil import make_optimizer
 from rljax_offline.models.networks import value_network
 from rljax_offline.models.recurrent import step_rows
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import gymnasium as gym
 
+from rljax_offline.acting.env_runner import EnvRunner
 from rljax_offline.algorithms.algorithm import Algorithm
 from rljax_offline.algorithms.config import ConfigError
-from rljax_offline.runners.env_runner import EnvRunner
 
 
 class PolicyMismatchError(ConfigError):

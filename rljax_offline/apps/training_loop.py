@@ -17,9 +17,9 @@ from collections.abc import Callable
 import jax
 
 from rljax_offline.algorithms.config import AlgorithmConfig
-from rljax_offline.data.errors import TrainingDivergedError
-from rljax_offline.plotting import main_loss, save_learning_curve
-from rljax_offline.reporting import Logger, MultiLogger, default_logger
+from rljax_offline.apps.plotting import main_loss, save_learning_curve
+from rljax_offline.apps.reporting import Logger, MultiLogger, default_logger
+from rljax_offline.errors import TrainingDivergedError
 
 
 def _short(result: dict) -> dict:
@@ -76,13 +76,13 @@ def run_training(config: AlgorithmConfig, *, iterations: int = 50,
 
     Logs every result to `logger` (or the logger a callable `logger` makes, on the writing
     process only; default: `out_dir/metrics.jsonl` and TensorBoard events in
-    `out_dir`, see `rljax_offline.reporting`; closed at the end) and writes
+    `out_dir`, see `rljax_offline.apps.reporting`; closed at the end) and writes
     `out_dir/learning_curve.png` (x-axis `plot_x_axis`); returns a summary. In a
     multi-process run every process trains and process 0 alone writes.
     """
     from tqdm import tqdm
 
-    from rljax_offline.distributed import is_writer
+    from rljax_offline.runtime.distributed import is_writer
 
     os.makedirs(out_dir, exist_ok=True)
     ckpt = os.path.join(out_dir, "checkpoint")

@@ -15,9 +15,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from rljax_offline import lookback as lb
 from rljax_offline import spaces as sp
-from rljax_offline.episode import Episode, EpisodeError
+from rljax_offline.episode import lookback as lb
+from rljax_offline.episode.episode import Episode, EpisodeError
 from rljax_offline.tree_util import stack_items
 
 
