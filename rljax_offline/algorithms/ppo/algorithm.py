@@ -42,7 +42,8 @@ from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.algorithms.marwil import add_returns_to_go
 from rljax_offline.algorithms.ppo.config import standardize
 from rljax_offline.connectors import default_learner, pipeline
-from rljax_offline.learning.core import DataParallel, init_state
+from rljax_offline.learning.data_parallel import DataParallel
+from rljax_offline.learning.init import init_state
 
 _WARMUP_BATCH = 1024
 
