@@ -11,6 +11,11 @@ updates the actor does behavior cloning (`alpha * logp(pi) - logp(data action)`)
 `alpha * logp(pi) - min Q(s, pi(s))`. `deterministic_backup=True` leaves the entropy term out
 of the TD target (RLlib's default).
 
+Box actions outside the space's bounds (RLlib records a Gaussian policy's unclipped samples)
+are clipped just inside the bounds by the learner pipeline (`clip_actions_inside_bounds`): the
+tanh-squashed actor's log-probability is -inf outside them, and the env ran the clipped action,
+so the Q networks learn the value of what was executed.
+
 Discrete actions: Q-learning-based CQL as d3rlpy's DiscreteCQL: a Huber TD loss to a double-DQN
 target (the online network picks the next action, the target network values it) plus
 `min_q_weight * (temperature * logsumexp(Q(s, .) / temperature) - Q(s, a))`, with hard target
@@ -51,6 +56,7 @@ from rljax_offline.algorithms.config import (
     positive_int,
     unit_interval_open_left,
 )
+from rljax_offline.connectors.learner import clip_actions_inside_bounds
 from rljax_offline.learners.actor_critic import (
     actor,
     check_bounded,
@@ -280,6 +286,7 @@ def _continuous_learner(cfg: CQLConfig, obs_spec, act_spec) -> Learner:
         targets={"target_q": "q"}, tau=cfg.tau,
         target_update_period=max(1, cfg.target_network_update_freq),
         prepare=prepare, extra_init={"num_actor_updates": np.int32(0)},
+        learner_connector=(clip_actions_inside_bounds(),),
         columns=("obs", "actions", "rewards", "new_obs", "terminateds"))
 
 
