@@ -29,7 +29,9 @@ model config, each its own encoder and cell; the action enters Q's head, so Q of
 actions costs no extra unroll). The actor unrolls from the batch's `state_in`, the Q networks
 and their targets from their initial state at each sequence; the TD target's `s'` is the next
 step of the same unroll (`recurrent.step_outputs`), the last step's being the recorded next
-observation. Discrete CQL acts greedily in Q, so there the Q ensemble is the recurrent policy:
+observation. (The batch's `next_state_in`, RLlib's, is not read: it would start `s'` from
+the recorded behaviour state rather than this unroll's; see the README.) Discrete CQL acts
+greedily in Q, so there the Q ensemble is the recurrent policy:
 it unrolls from `state_in` (`[B, k, cell]`), target included.
 """
 

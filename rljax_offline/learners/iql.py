@@ -23,7 +23,8 @@ them as they are.
 Recurrent (`use_lstm` / `use_gru`): actor, Q networks and value network are all recurrent with
 the same model config, each its own encoder and cell. The actor unrolls from the batch's
 `state_in`, Q, its target and V from their initial state at each sequence; `V(s')` in the
-critic's target is the next step of V's unroll over the sequence (`recurrent.step_outputs`).
+critic's target is the next step of V's unroll over the sequence (`recurrent.step_outputs`),
+not an unroll from the batch's `next_state_in` (RLlib's; see the README).
 """
 
 from __future__ import annotations
