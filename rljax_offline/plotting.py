@@ -175,6 +175,7 @@ def save_workflow_curves(ppo: Sequence[tuple], bc: Sequence[tuple], finetuned: S
     right.set_xlabel("BC updates")
     right.set_ylabel("evaluation return mean")
     for ax in (left, right):
+        _readable_counts(ax.xaxis)
         if target is not None:
             ax.axhline(target, color="tab:red", ls="--", lw=1, label=f"target {target:g}")
         ax.legend(loc="lower right")
