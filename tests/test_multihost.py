@@ -125,6 +125,7 @@ def test_two_process_training_from_the_command_line(four_files, tmp_path):
 # Streamed BC with a mean-std filter, 2 processes: 2 iterations straight into OUT/straight; 1
 # into OUT/resumed, then (a new Algorithm restored from its checkpoint) on to 2.
 _STREAM_RESUME = """
+import json
 import sys
 from rljax_offline.connectors import mean_std_filter
 from rljax_offline.learners.bc import BCConfig
@@ -139,7 +140,8 @@ config = (BCConfig().environment("CartPole-v1")
           .learners(coordinator_address=address, num_processes=2, process_id=pid))
 run_training(config, iterations=2, out_dir=out + "/straight", progress=False)
 run_training(config, iterations=1, out_dir=out + "/resumed", progress=False)
-run_training(config, iterations=2, out_dir=out + "/resumed", progress=False)
+print(json.dumps(run_training(config, iterations=2, out_dir=out + "/resumed",
+                              progress=False)))
 """
 
 
@@ -155,8 +157,11 @@ def test_two_process_streaming_resumes_every_process_cursor(tmp_path):
     address = f"127.0.0.1:{_free_port()}"
     outs = _run_both(lambda i: [sys.executable, "-c", _STREAM_RESUME, address, str(i),
                                 str(data), str(tmp_path)])
-    for rc, _, err in outs:
+    for rc, text, err in outs:
         assert rc == 0, err[-2000:]
+        # Every process went on from iteration 1's checkpoint: it trained iteration 2 alone.
+        summary = _json_lines(text)[-1]
+        assert summary["resumed_from_iteration"] == 1 and summary["iterations_trained"] == 1
     meta = ckpt.load_meta(str(tmp_path / "resumed" / "checkpoint"))
     cursors = meta["stream"]["processes"]
     assert len(cursors) == 2 and cursors[0] != cursors[1]  # each its own share of the files
