@@ -29,8 +29,7 @@ REPORT = {
                     float(jax.jit(lambda e: e.get_return())(ep))],
         "mask_rows": np.asarray(batch.mask).sum(1).tolist(),
         "obs_dim": int(cols["obs"].shape[-1]),
-        "past_3_rewards": np.asarray(out["past_3_rewards"]).tolist(),
-        "speedup": t_py / t_jit}""",
+        "past_3_rewards": np.asarray(out["past_3_rewards"]).tolist()}""",
     "03_data_formats_and_devices": """{
         "devices": len(jax.devices()), "episodes": len(eps), "steps": sum(lengths),
         "tabular_same": all(len(t) == len(by_id[t.id_]) and
@@ -62,8 +61,6 @@ def check_02(r):
     assert r["mask_rows"] == [5, 12, 3, 9]
     assert r["obs_dim"] == 16  # frame stack of 4 over 4 features
     assert r["past_3_rewards"] == [[1.0] * 3] * 4
-    # the bar chart's claim: shown 10.4x; 3.6x measured on a loaded 2-core machine
-    assert r["speedup"] > 1.5, r["speedup"]
 
 
 def check_03(r):
