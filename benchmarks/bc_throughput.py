@@ -21,7 +21,8 @@ import optax
 from rljax_offline.apps.experts import cartpole_expert
 from rljax_offline import spaces as sp
 from rljax_offline.algorithms.bc import BCConfig
-from rljax_offline.learning.core import DataParallel, init_state, select_devices
+from rljax_offline.learning.data_parallel import DataParallel, select_devices
+from rljax_offline.learning.init import init_state
 
 B, N_SCAN = 1024, 100
 
@@ -68,8 +69,8 @@ def bare_loop(obs, act):
 
 
 def ours(obs, act, num_devices):
-    learner = BCConfig().training(lr=1e-3).make_learner(
-        sp.to_spec(gym.spaces.Box(-5, 5, (4,))), sp.to_spec(gym.spaces.Discrete(2)))
+    learner = BCConfig().training(lr=1e-3).make_spec(
+        sp.to_spec(gym.spaces.Box(-5, 5, (4,))), sp.to_spec(gym.spaces.Discrete(2))).learning
     dp = DataParallel(learner, select_devices(num_devices), B)
     state = dp.put_replicated(init_state(learner, 0))
     data = dp.put_data({"obs": obs, "actions": act})  # sharded on rows, once

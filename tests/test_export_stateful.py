@@ -300,6 +300,6 @@ def test_filter_then_frame_stacking_exports_rllibs_numbers(cartpole_data, tmp_pa
     frames = np.clip((window - mean) / (std + 1e-6), -10, 10)
     real = (np.arange(3)[None, None, :] >= 2 - t[..., None])[..., None]  # not before reset
     stacked = np.where(real, frames, 0.0).reshape(*t.shape, 12).astype(np.float32)
-    want = np.asarray(algo.learner.act(jax.device_get(algo.state.params), stacked[mask]))
+    want = np.asarray(algo.spec.acting.act(jax.device_get(algo.state.params), stacked[mask]))
     np.testing.assert_allclose(logits[mask], want, atol=1e-4, rtol=1e-4)
     algo.stop()

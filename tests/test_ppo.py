@@ -31,7 +31,8 @@ from rljax_offline.connectors import Context, Spaces, default_learner, pipeline
 from rljax_offline.data import read_episodes
 from rljax_offline.episode.batch import EpisodeBatch
 from rljax_offline.episode.episode import Episode
-from rljax_offline.learning.core import DataParallel, init_state, select_devices
+from rljax_offline.learning.data_parallel import DataParallel, select_devices
+from rljax_offline.learning.init import init_state
 from rljax_offline.models.networks import value_network
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -205,8 +206,8 @@ def test_epoch_program_runs_every_minibatch_and_eight_devices_equal_one_in_float
     config = PPOConfig().rl_module(model_config={"fcnet_hiddens": [16]})
     from rljax_offline import spaces as sp
 
-    learner = config.make_learner(sp.to_spec(gym.spaces.Box(-5, 5, (4,), np.float32)),
-                                  sp.to_spec(gym.spaces.Discrete(2)))
+    learning = config.make_spec(sp.to_spec(gym.spaces.Box(-5, 5, (4,), np.float32)),
+                                sp.to_spec(gym.spaces.Discrete(2))).learning
     rng = np.random.default_rng(0)
     n = 200
     data = {"obs": rng.normal(size=(n, 4)).astype(np.float32),
@@ -218,8 +219,8 @@ def test_epoch_program_runs_every_minibatch_and_eight_devices_equal_one_in_float
     with jax.enable_x64(True):  # float64, as test_learner_core.py checks the other algorithms
         data = to_float64(data)
         for n_dev, mode in ((1, "jit"), (8, "shard_map"), (8, "pmap")):
-            dp = DataParallel(learner, select_devices(n_dev), 64, mode=mode)
-            state = dp.put_replicated(to_float64(init_state(learner, 1)))
+            dp = DataParallel(learning, select_devices(n_dev), 64, mode=mode)
+            state = dp.put_replicated(to_float64(init_state(learning, 1)))
             state, metrics = dp.epochs_on_device(3)(state, dp.put_replicated(data))
             out[mode], out_m[mode] = jax.device_get((state, metrics))
             assert int(out[mode].step) == 3 * (200 // 64)

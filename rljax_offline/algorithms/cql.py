@@ -58,24 +58,30 @@ from rljax_offline.algorithms.config import (
     positive_int,
     unit_interval_open_left,
 )
-from rljax_offline.algorithms.marwil import make_optimizer
 from rljax_offline.connectors.learner import clip_actions_inside_bounds
-from rljax_offline.learning.core import Learner, Loss, per_example_uniform
 from rljax_offline.learning.losses import (
-    actor,
-    check_bounded,
     huber,
     not_terminal,
-    q_ensemble,
+    per_example_uniform,
     take_action,
     target_entropy,
 )
+from rljax_offline.learning.optim import make_optimizer
+from rljax_offline.learning.spec import (
+    ActingSpec,
+    AlgorithmSpec,
+    DataSpec,
+    LearningSpec,
+    Loss,
+)
+from rljax_offline.models.actor_and_q import actor, check_bounded, q_ensemble
 from rljax_offline.models.distributions import action_scaler, categorical
 from rljax_offline.models.networks import Network
 from rljax_offline.models.policy import Policy, check_model_config, is_recurrent, recurrent_cell
 from rljax_offline.models.recurrent import step_rows
 
 ALPHA_PRIME_MAX = 1e6
+CQL_COLUMNS = ("obs", "actions", "rewards", "new_obs", "terminateds")
 DISCRETE_TARGET_UPDATE_FREQ = 1000
 
 
@@ -167,11 +173,11 @@ class CQLConfig(AlgorithmConfig):
         if isinstance(act_spec, sp.BoxSpec):
             check_bounded(act_spec, "CQLConfig (SAC-based CQL for Box actions)")
 
-    def make_learner(self, obs_spec, act_spec) -> Learner:
+    def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
         self.check_spaces(obs_spec, act_spec)
         if isinstance(act_spec, sp.DiscreteSpec):
-            return _discrete_learner(self, obs_spec, act_spec)
-        return _continuous_learner(self, obs_spec, act_spec)
+            return _discrete_spec(self, obs_spec, act_spec)
+        return _continuous_spec(self, obs_spec, act_spec)
 
 
 def conservative_total(td: jax.Array, cql: jax.Array, params: dict, cfg: CQLConfig,
@@ -199,7 +205,7 @@ def _critic_params(cfg: CQLConfig, params: dict) -> dict:
     return params
 
 
-def _continuous_learner(cfg: CQLConfig, obs_spec, act_spec) -> Learner:
+def _continuous_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
     policy = actor(obs_spec, act_spec, cfg.model_config)
     dist = policy.dist
     q = q_ensemble(obs_spec, act_spec, cfg.model_config, cfg.twin_q)
@@ -217,7 +223,7 @@ def _continuous_learner(cfg: CQLConfig, obs_spec, act_spec) -> Learner:
             "policy": policy.init(k1), "q": q.init(k2),
             "log_alpha": jnp.asarray(math.log(cfg.initial_alpha), jnp.float32)})
 
-    def prepare(params, extra, batch, rng):
+    def prepare(params, extra, batch, rng, axis):
         in_bc = (extra["num_actor_updates"] < bc_iters).astype(jnp.float32)
         return {**batch, "bc_phase": in_bc}, {**extra,
                                               "num_actor_updates": extra["num_actor_updates"] + 1}
@@ -228,7 +234,7 @@ def _continuous_learner(cfg: CQLConfig, obs_spec, act_spec) -> Learner:
         values = q.head(q_params, jnp.repeat(feats, n, axis=1), actions)
         return values.reshape(values.shape[0], -1, n)
 
-    def critic_loss(params, batch, rng):
+    def critic_loss(params, batch, rng, axis):
         keys = split_keys(rng.reshape(-1, 2), 3 * m + 1)
         alpha = jnp.exp(params["log_alpha"])
         # TD target from the target networks and a fresh policy action at s'.
@@ -260,7 +266,7 @@ def _continuous_learner(cfg: CQLConfig, obs_spec, act_spec) -> Learner:
         total = conservative_total(td, weight * gap, params, cfg, metrics)
         return total, metrics
 
-    def actor_loss(params, batch, rng):
+    def actor_loss(params, batch, rng, axis):
         inputs, _ = policy.steps(params["policy"], batch)
         a, logp = sample_per_example(dist, inputs, rng.reshape(-1, 2))
         alpha = jax.lax.stop_gradient(jnp.exp(params["log_alpha"]))
@@ -270,16 +276,15 @@ def _continuous_learner(cfg: CQLConfig, obs_spec, act_spec) -> Learner:
         loss = batch["bc_phase"] * bc + (1.0 - batch["bc_phase"]) * sac
         return loss, {"policy_loss": loss, "logp": logp, "bc_phase": batch["bc_phase"]}
 
-    def alpha_loss(params, batch, rng):
+    def alpha_loss(params, batch, rng, axis):
         inputs, _ = policy.steps(params["policy"], batch)
         _, logp = sample_per_example(dist, inputs, rng.reshape(-1, 2))
         loss = -params["log_alpha"] * jax.lax.stop_gradient(logp + entropy_target)
         return loss, {"alpha_loss": loss, "alpha_value": jnp.exp(params["log_alpha"])}
 
     critic_nets = ("q", "log_alpha_prime") if cfg.lagrangian else ("q",)
-    return Learner(
-        init=init, act=lambda params, obs: policy.apply(params["policy"], obs), dist=dist,
-        policy=policy,
+    learning = LearningSpec(
+        init=init,
         losses=(Loss("qf", critic_nets, critic_loss, make_optimizer(cfg.critic_lr,
                                                                       cfg.grad_clip)),
                 Loss("policy", ("policy",), actor_loss, make_optimizer(cfg.actor_lr,
@@ -287,19 +292,21 @@ def _continuous_learner(cfg: CQLConfig, obs_spec, act_spec) -> Learner:
                 Loss("alpha", ("log_alpha",), alpha_loss, make_optimizer(cfg.alpha_lr))),
         targets={"target_q": "q"}, tau=cfg.tau,
         target_update_period=max(1, cfg.target_network_update_freq),
-        prepare=prepare, extra_init={"num_actor_updates": np.int32(0)},
-        learner_connector=(clip_actions_inside_bounds(),),
-        columns=("obs", "actions", "rewards", "new_obs", "terminateds"))
+        prepare=prepare, extra_init={"num_actor_updates": np.int32(0)})
+    acting = ActingSpec(act=lambda params, obs: policy.apply(params["policy"], obs), dist=dist,
+                        policy=policy)
+    return AlgorithmSpec(learning, acting, DataSpec(
+        columns=CQL_COLUMNS, learner_connector=(clip_actions_inside_bounds(),)))
 
 
-def _discrete_learner(cfg: CQLConfig, obs_spec, act_spec) -> Learner:
+def _discrete_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
     q = q_ensemble(obs_spec, act_spec, cfg.model_config, cfg.twin_q)
     temp, gamma, weight = cfg.temperature, cfg.gamma, cfg.min_q_weight
 
     def init(rng):
         return _critic_params(cfg, {"q": q.init(rng)})
 
-    def loss(params, batch, rng):
+    def loss(params, batch, rng, axis):
         state_in = batch.get("state_in")  # recurrent: the Q ensemble is the acting policy
         feats, next_feats = q.steps(params["q"], batch, with_next=True, state_in=state_in)
         q_all = q.head(params["q"], feats)  # [k, N, n]
@@ -321,12 +328,12 @@ def _discrete_learner(cfg: CQLConfig, obs_spec, act_spec) -> Learner:
     mc = check_model_config(dict(cfg.model_config))
     greedy = _q_greedy_policy(q, obs_spec, act_spec, recurrent_cell(mc)[2]) if is_recurrent(
         mc) else None
-    return Learner(
-        init=init, act=lambda params, obs: jnp.mean(q.apply(params["q"], obs), axis=0),
-        dist=categorical(act_spec.n), policy=greedy, policy_network="q",
-        losses=(Loss("qf", nets, loss, make_optimizer(cfg.critic_lr, cfg.grad_clip)),),
-        targets={"target_q": "q"}, tau=1.0, target_update_period=period,
-        columns=("obs", "actions", "rewards", "new_obs", "terminateds"))
+    learning = LearningSpec(
+        init=init, losses=(Loss("qf", nets, loss, make_optimizer(cfg.critic_lr, cfg.grad_clip)),),
+        targets={"target_q": "q"}, tau=1.0, target_update_period=period)
+    acting = ActingSpec(act=lambda params, obs: jnp.mean(q.apply(params["q"], obs), axis=0),
+                        dist=categorical(act_spec.n), policy=greedy, policy_network="q")
+    return AlgorithmSpec(learning, acting, DataSpec(columns=CQL_COLUMNS))
 
 
 def _q_greedy_policy(q: Network, obs_spec, act_spec, max_seq_len: int) -> Policy:

@@ -47,17 +47,17 @@ from rljax_offline.algorithms.config import (
     positive_int,
     unit_interval_open_left,
 )
-from rljax_offline.algorithms.marwil import make_optimizer
 from rljax_offline.connectors.learner import clip_actions_inside_bounds
-from rljax_offline.learning.core import Learner, Loss
-from rljax_offline.learning.losses import (
-    actor,
-    check_bounded,
-    expectile_loss,
-    not_terminal,
-    q_ensemble,
-    take_action,
+from rljax_offline.learning.losses import expectile_loss, not_terminal, take_action
+from rljax_offline.learning.optim import make_optimizer
+from rljax_offline.learning.spec import (
+    ActingSpec,
+    AlgorithmSpec,
+    DataSpec,
+    LearningSpec,
+    Loss,
 )
+from rljax_offline.models.actor_and_q import actor, check_bounded, q_ensemble
 from rljax_offline.models.networks import value_network
 from rljax_offline.models.recurrent import step_rows
 
@@ -111,7 +111,7 @@ class IQLConfig(AlgorithmConfig):
         if isinstance(act_spec, sp.BoxSpec) and self.actor_squashed:
             check_bounded(act_spec, "IQLConfig with actor_squashed=True")
 
-    def make_learner(self, obs_spec, act_spec) -> Learner:
+    def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
         self.check_spaces(obs_spec, act_spec)
         policy = actor(obs_spec, act_spec, self.model_config, squashed=self.actor_squashed)
         q = q_ensemble(obs_spec, act_spec, self.model_config, self.twin_q)
@@ -137,12 +137,12 @@ class IQLConfig(AlgorithmConfig):
             k1, k2, k3 = jax.random.split(rng, 3)
             return {"policy": policy.init(k1), "q": q.init(k2), "value": value.init(k3)}
 
-        def value_loss(params, batch, rng):
+        def value_loss(params, batch, rng, axis):
             v = values(params, batch)
             loss = expectile_loss(target_q(params, batch) - v, expectile)
             return loss, {"vf_loss": loss, "vf_mean": v}
 
-        def actor_loss(params, batch, rng):
+        def actor_loss(params, batch, rng, axis):
             adv = target_q(params, batch) - jax.lax.stop_gradient(values(params, batch))
             weight = jnp.minimum(jnp.exp(beta * adv), MAX_ADVANTAGE_WEIGHT)
             logp = policy.dist.logp(policy.steps(params["policy"], batch)[0],
@@ -151,7 +151,7 @@ class IQLConfig(AlgorithmConfig):
             return loss, {"policy_loss": loss, "advantage_mean": adv,
                           "advantage_weight_mean": weight}
 
-        def critic_loss(params, batch, rng):
+        def critic_loss(params, batch, rng, axis):
             next_v = values(params, batch, with_next=True)
             y = jax.lax.stop_gradient(step_rows(batch, "rewards")
                                       + gamma * not_terminal(batch) * next_v)
@@ -159,9 +159,8 @@ class IQLConfig(AlgorithmConfig):
             loss = twin_weight * jnp.sum((qs - y) ** 2, axis=0)
             return loss, {"qf_loss": loss, "qf_mean": qs.mean(0)}
 
-        return Learner(
-            init=init, act=lambda params, obs: policy.apply(params["policy"], obs),
-            dist=policy.dist, policy=policy,
+        learning = LearningSpec(
+            init=init,
             losses=(Loss("value", ("value",), value_loss,
                          make_optimizer(self.value_lr, self.grad_clip)),
                     Loss("policy", ("policy",), actor_loss,
@@ -169,6 +168,10 @@ class IQLConfig(AlgorithmConfig):
                     Loss("qf", ("q",), critic_loss,
                          make_optimizer(self.critic_lr, self.grad_clip))),
             targets={"target_q": "q"}, tau=self.tau,
-            target_update_period=max(1, self.target_network_update_freq),
-            learner_connector=((clip_actions_inside_bounds(),) if self.actor_squashed else ()),
-            columns=("obs", "actions", "rewards", "new_obs", "terminateds"))
+            target_update_period=max(1, self.target_network_update_freq))
+        acting = ActingSpec(act=lambda params, obs: policy.apply(params["policy"], obs),
+                            dist=policy.dist, policy=policy)
+        return AlgorithmSpec(learning, acting, DataSpec(
+            columns=("obs", "actions", "rewards", "new_obs", "terminateds"),
+            learner_connector=((clip_actions_inside_bounds(),) if self.actor_squashed
+                               else ())))
