@@ -30,10 +30,10 @@ def _spaces(config):
 def test_recurrent_columns_come_from_the_pipelines_not_a_patched_spec():
     config = _bc().rl_module(model_config={"fcnet_hiddens": [8], "use_lstm": True,
                                            "lstm_cell_size": 4, "max_seq_len": 5})
-    learner, built = pipelines.build(config, _spaces(config))
-    assert "state_in" not in learner.columns
+    spec, built = pipelines.build(config, _spaces(config))
+    assert "state_in" not in spec.data.columns
     assert built.columns[-3:] == pipelines.SEQUENCE_COLUMNS
-    assert set(learner.columns) <= set(built.columns)
+    assert set(spec.data.columns) <= set(built.columns)
 
 
 def test_value_warmup_uses_the_same_custom_pieces_and_defaults():

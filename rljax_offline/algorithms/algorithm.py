@@ -1,8 +1,8 @@
 """`Algorithm`: any registered algorithm, built from its config.
 
-The algorithm is the same for BC, MARWIL, CQL, IQL and the user's own: its config supplies a
-`Learner` (networks and losses), the learner core trains it data-parallel, and this class is a
-thin facade over the parts around it, one concern each:
+The algorithm is the same for BC, MARWIL, CQL, IQL and the user's own: its config supplies an
+`AlgorithmSpec` (networks and losses, acting, data), the learner core trains it
+data-parallel, and this class is a thin facade over the parts around it, one concern each:
 
 * `algorithms.pipelines`: the learner, env-to-module and module-to-env connector pipelines
   (and the learner columns the data keeps, recurrent sequences included);
@@ -42,11 +42,10 @@ from rljax_offline.envs.make import make_env
 from rljax_offline.learning.core import (
     DataParallel,
     DeviceData,
-    Learner,
-    TrainState,
     select_devices,
     start_init_state,
 )
+from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, TrainState
 from rljax_offline.runtime.background import Background
 from rljax_offline.runtime.setup import ProcessSetup
 
@@ -64,14 +63,14 @@ def _env_spaces(config: AlgorithmConfig) -> tuple[gym.Space, gym.Space]:
 
 
 class _PolicyView:
-    """What acting needs of a learner, in the shape `ActorPolicy` takes (a policy with
-    `apply(params, obs)`, `dist`, and for recurrent policies `forward`/`initial_state`): the
-    learner's `act` over all its params, or its recurrent `policy` on `params["policy"]`."""
+    """An `ActingSpec` in the shape `ActorPolicy` takes (a policy with `apply(params, obs)`,
+    `dist`, and for recurrent policies `forward`/`initial_state`): the spec's `act` over all
+    its params, or its recurrent `policy` on `params[policy_network]`."""
 
-    def __init__(self, learner: Learner):
-        self.apply, self.dist = learner.act, learner.dist
-        policy, name = learner.policy, learner.policy_network
-        self.is_stateful = pipelines.is_stateful(learner)
+    def __init__(self, acting: ActingSpec):
+        self.apply, self.dist = acting.act, acting.dist
+        policy, name = acting.policy, acting.policy_network
+        self.is_stateful = acting.is_stateful
         if self.is_stateful:
             self.initial_state = policy.initial_state
             self.forward = lambda params, batch: policy.forward(
@@ -92,15 +91,16 @@ class Algorithm:
         self._obs_space, self._act_space = _env_spaces(config)
         self.spaces = Spaces.of(self._obs_space, self._act_space)
         config.check_spaces(self.spaces.observation, self.spaces.action)
-        self.learner, self.pipelines = pipelines.build(config, self.spaces)
-        self.is_stateful = pipelines.is_stateful(self.learner)
+        self.spec: AlgorithmSpec
+        self.spec, self.pipelines = pipelines.build(config, self.spaces)
+        self.is_stateful = self.spec.acting.is_stateful
         self.devices = select_devices(config.num_devices)
         self.rows_per_update = self._rows_for(config.update_batch_size)
-        self.dp = DataParallel(self.learner, self.devices, self.rows_per_update,
+        self.dp = DataParallel(self.spec.learning, self.devices, self.rows_per_update,
                                mode=config.update_mode)
         self._initial_connector_state = self.learner_connector.init(self.spaces)
         self._pending_state: Background | None = start_init_state(
-            self.learner, config.seed, connector_state=self._initial_connector_state)
+            self.spec.learning, config.seed, connector_state=self._initial_connector_state)
         self._state: TrainState | None = None
         self.data = OfflineData(config, self.spaces, (self._obs_space, self._act_space),
                                 self.pipelines, self.dp, self.multi_process)
@@ -161,7 +161,7 @@ class Algorithm:
         if not self.is_stateful:
             return size
         n = len(self.devices)
-        seqs = size / self.learner.policy.max_seq_len
+        seqs = size / self.spec.acting.policy.max_seq_len
         return max(n, int(round(seqs / n)) * n)
 
     @property
@@ -169,7 +169,7 @@ class Algorithm:
         """Timesteps one update trains on (for a recurrent policy: sequences times
         `max_seq_len`, zero padding included)."""
         if self.is_stateful:
-            return self.rows_per_update * self.learner.policy.max_seq_len
+            return self.rows_per_update * self.spec.acting.policy.max_seq_len
         return self.rows_per_update
 
     # ------------------------------------------------------------------ data
@@ -315,7 +315,7 @@ class Algorithm:
         needs its own: an actor holds its envs' windows)."""
         from rljax_offline.acting.actor import ActorPolicy
 
-        return ActorPolicy(_PolicyView(self.learner), None, self.spaces,
+        return ActorPolicy(_PolicyView(self.spec.acting), None, self.spaces,
                            self.env_to_module_connector, None, self.module_to_env_connector,
                            lookback=self.config.episode_lookback_horizon, explore=explore)
 
@@ -358,7 +358,7 @@ class Algorithm:
         from rljax_offline.export import PolicyParts, export_policy
 
         return export_policy(PolicyParts(
-            _PolicyView(self.learner), jax.device_get(self.state.params),
+            _PolicyView(self.spec.acting), jax.device_get(self.state.params),
             self.env_to_module_connector, self._e2m_state(), self.module_to_env_connector,
             self.spaces, self.config.episode_lookback_horizon), path, format)
 

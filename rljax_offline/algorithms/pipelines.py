@@ -32,7 +32,7 @@ from rljax_offline.connectors import (
 )
 from rljax_offline.connectors.common import add_states, add_time_dim
 from rljax_offline.connectors.core import share_states
-from rljax_offline.learning.core import Learner
+from rljax_offline.learning.spec import AlgorithmSpec
 
 SEQUENCE_COLUMNS = ("state_in", "seq_lens", "loss_mask")
 
@@ -47,11 +47,6 @@ class Pipelines(NamedTuple):
     columns: tuple[str, ...]
 
 
-def is_stateful(learner: Learner) -> bool:
-    """Whether the learner's policy carries a recurrent state from step to step."""
-    return bool(learner.policy is not None and learner.policy.is_stateful)
-
-
 def _custom_learner_pieces(config: AlgorithmConfig, spaces: Spaces) -> list[Connector]:
     return list(config.learner_connector(spaces)) if config.learner_connector else []
 
@@ -63,31 +58,31 @@ def _learner_base(config: AlgorithmConfig, spaces: Spaces, custom: list[Connecto
                            add_default_connectors=config.add_default_connectors_to_learner_pipeline)
 
 
-def build(config: AlgorithmConfig, spaces: Spaces) -> tuple[Learner, Pipelines]:
-    """The learner spec the config makes for the spaces after the learner pipeline's
-    defaults, and the pipelines around it."""
+def build(config: AlgorithmConfig, spaces: Spaces) -> tuple[AlgorithmSpec, Pipelines]:
+    """The spec the config makes for the spaces after the learner pipeline's defaults
+    (unchanged), and the pipelines around it."""
     custom = _custom_learner_pieces(config, spaces)
     # lstm_use_prev_action / _reward: stateless pieces after the user's, in both pipelines
     model = model_connectors(config.model_config or {})
     base = _learner_base(config, spaces, custom, model)
     out = base.out_spaces(spaces)
-    learner: Learner = config.make_learner(out.observation, out.action)
-    sequences, seq_kwargs, columns = (), {}, tuple(learner.columns)
-    if is_stateful(learner):
-        policy = learner.policy
+    spec: AlgorithmSpec = config.make_spec(out.observation, out.action)
+    sequences, seq_kwargs, columns = (), {}, tuple(spec.data.columns)
+    if spec.acting.is_stateful:
+        policy = spec.acting.policy
         seq_kwargs = dict(max_seq_len=policy.max_seq_len, initial_state=policy.initial_state())
         sequences = (add_states(**seq_kwargs), add_time_dim(policy.max_seq_len),
-                     *learner.sequence_connector)
+                     *spec.data.sequence_connector)
         columns = tuple(dict.fromkeys((*columns, *SEQUENCE_COLUMNS)))
     e2m_custom = (list(config.env_to_module_connector(spaces))
                   if config.env_to_module_connector else custom)
-    return learner, Pipelines(
-        learner=pipeline(base, *learner.learner_connector, *sequences),
+    return spec, Pipelines(
+        learner=pipeline(base, *spec.data.learner_connector, *sequences),
         env_to_module=default_env_to_module(
             spaces, *e2m_custom, *model,
             add_default_connectors=config.add_default_connectors_to_env_to_module_pipeline,
             **seq_kwargs),
-        module_to_env=default_module_to_env(spaces, distribution=learner.dist),
+        module_to_env=default_module_to_env(spaces, distribution=spec.acting.dist),
         columns=columns)
 
 

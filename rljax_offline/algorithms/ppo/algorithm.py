@@ -94,12 +94,12 @@ class PPO(Algorithm):
             raise ConfigError("value warm-up needs offline data: the checkpoint names none; "
                               "set offline_data(input_=...) or value_warmup_updates=0")
         warm, spaces = pipelines.value_warmup(c, self.spaces)
-        learner = c.value_warmup_learner(spaces.observation)
+        spec = c.value_warmup_spec(spaces.observation)
         episodes = self.data.prelearned(list(self.data.episodes(0, shuffle=False)))
         cols, _, _ = self.data.columns(episodes, warm.init(self.spaces), fit=False,
-                                       apply=jax.jit(warm.apply), columns=learner.columns)
-        dp = DataParallel(learner, self.devices, _WARMUP_BATCH, mode=c.update_mode)
-        state = init_state(learner, c.seed)
+                                       apply=jax.jit(warm.apply), columns=spec.data.columns)
+        dp = DataParallel(spec.learning, self.devices, _WARMUP_BATCH, mode=c.update_mode)
+        state = init_state(spec.learning, c.seed)
         state = state._replace(params={"value": jax.device_get(self.state.params["value"])})
         state, metrics = dp.scan_on_device(c.value_warmup_updates)(
             dp.put_replicated(state), dp.put_replicated(cols))
@@ -151,7 +151,7 @@ class PPO(Algorithm):
         if self.is_stateful:
             cols = self._pad_sequences(cols)
             cols["advantages"] = standardize(cols["advantages"], cols["loss_mask"])
-            minibatch_steps = self.dp.batch_size * self.learner.policy.max_seq_len
+            minibatch_steps = self.dp.batch_size * self.spec.acting.policy.max_seq_len
             trained_env_steps = steps
         else:
             cols = jax.tree_util.tree_map(lambda x: x[:n], cols)
@@ -204,7 +204,7 @@ class PPO(Algorithm):
         next power of two, one compile more."""
         c = self.config
         count = len(cols["seq_lens"])
-        seq_len = self.learner.policy.max_seq_len
+        seq_len = self.spec.acting.policy.max_seq_len
         envs = c.num_envs_per_env_runner
         base = 2 * -(-(c.train_batch_size_per_learner + envs) // seq_len) + envs
         self._sequence_slots = max(self._sequence_slots, base)
