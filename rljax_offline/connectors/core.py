@@ -156,7 +156,7 @@ def _leaves(connector: Connector, state: Any) -> list[tuple[str, Any]]:
     return out
 
 
-def _same_layout(a: Any, b: Any) -> bool:
+def _shares_layout(a: Any, b: Any) -> bool:
     leaves_a, tree_a = jax.tree_util.tree_flatten(a)
     leaves_b, tree_b = jax.tree_util.tree_flatten(b)
     return bool(leaves_a) and tree_a == tree_b and all(
@@ -177,6 +177,6 @@ def share_states(target: Connector, target_state: Any, source: Connector,
         if piece.pieces:
             return tuple(rebuild(p, ps) for p, ps in zip(piece.pieces, s))
         other = learned.get(next(names))
-        return other if other is not None and _same_layout(s, other) else s
+        return other if other is not None and _shares_layout(s, other) else s
 
     return rebuild(target, target_state)
