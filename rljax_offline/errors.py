@@ -13,6 +13,10 @@ class RljaxError(Exception):
     """Base of every named rljax_offline error (bad data, bad checkpoint, diverged run)."""
 
 
+class ConfigError(ValueError):
+    """A config key or value is invalid (named in the message)."""
+
+
 def _where(file: str | None, row: int | None, column: str | None, line: int | None) -> str:
     parts = []
     if file is not None:

@@ -120,3 +120,23 @@ def test_pieces_declare_their_lookback_and_pipeline_states_are_named():
     assert float(named["mean_std_filter"].count) == 0.0
     nested = pipeline(pipeline(mean_std_filter()), mean_std_filter())
     assert set(named_states(nested, nested.init(SPACES))) == {"pipeline", "mean_std_filter"}
+
+
+def test_share_states_takes_each_same_named_pieces_state_not_the_same_position():
+    from rljax_offline.connectors.core import share_states
+
+    learner = pipeline(default_learner(SPACES, mean_std_filter(as_learner_connector=True)),
+                       stateless(lambda e, b, c: (e, b)))
+    fitted = jax.tree_util.tree_map(lambda x: x + 1, learner.init(SPACES))
+    # A piece in front only in the env-to-module pipeline: the filter is second there.
+    env_to_module = default_env_to_module(SPACES, stateless(lambda e, b, c: (e, b)),
+                                          mean_std_filter())
+    fresh = env_to_module.init(SPACES)
+    shared = share_states(env_to_module, fresh, learner, fitted)
+    assert float(shared[1].count) == float(fitted[0][0].count) == 1.0
+    jax.tree_util.tree_map(np.testing.assert_array_equal, shared[0], fresh[0])
+    # A same-named piece whose state has another layout keeps its own (fresh) state.
+    other = pipeline(frame_stack(2), mean_std_filter())
+    other_fitted = jax.tree_util.tree_map(lambda x: x + 1, other.init(SPACES))
+    kept = share_states(env_to_module, fresh, other, other_fitted)
+    assert float(kept[1].count) == 0.0

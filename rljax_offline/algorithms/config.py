@@ -33,14 +33,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from rljax_offline import spaces as sp
+from rljax_offline.errors import ConfigError
 from rljax_offline.models.policy import check_model_config
+from rljax_offline.runtime.setup import setup
 
 GROUPS = ("api_stack", "environment", "offline_data", "training", "evaluation", "learners",
           "reporting", "checkpointing", "rl_module", "env_runners", "debugging")
-
-
-class ConfigError(ValueError):
-    """A config key or value is invalid (named in the message)."""
 
 
 # ---------------------------------------------------------------------- checks
@@ -403,6 +401,12 @@ class AlgorithmConfig:
         return not (self.materialize_data or self.materialize_mapped_data)
 
     @property
+    def update_batch_size(self) -> int:
+        """Timesteps one update trains on: `train_batch_size_per_learner` (an online
+        algorithm's minibatch where its train batch is the whole rollout)."""
+        return self.train_batch_size_per_learner
+
+    @property
     def reads_sample_batches(self) -> bool:
         return self.input_read_sample_batches or self.input_read_method == "read_json"
 
@@ -435,12 +439,23 @@ class AlgorithmConfig:
         raise NotImplementedError(f"{type(self).__name__} does not define make_spec")
 
     def build(self):
-        """The algorithm for this config (an instance of `algorithm_class`)."""
+        """The algorithm for this config (an instance of `algorithm_class`), in two steps:
+
+        1. `runtime.setup.setup(self)`, the process-wide setup this config asks for, before
+           JAX uses a device: joining a multi-process run (`coordinator_address`,
+           `num_processes`, `process_id`, or `JAX_COORDINATOR_ADDRESS`) and the persistent
+           compilation cache (`compilation_cache_dir`; None: off).
+        2. `algorithm_class(self, process)`: spaces, pipelines and devices; the init program
+           then compiles on a background thread while the caller goes on (reading the data),
+           and the algorithm's `state` waits for it on first use.
+        """
+        self.validate()
+        process = setup(self)
         cls = self.algorithm_class
         if isinstance(cls, str):
             module, attr = cls.split(":")
             cls = getattr(importlib.import_module(module), attr)
-        return cls(self)
+        return cls(self, process)
 
     # ------------------------------------------------------------------ io
 

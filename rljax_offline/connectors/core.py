@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import numpy as np
 
 from rljax_offline import spaces as sp
 
@@ -140,6 +141,54 @@ def pipeline(*pieces: Connector) -> Connector:
     return Connector(init=init, apply=apply, out_spaces=out_spaces,
                      lookback=max((p.lookback for p in pieces), default=0), name="pipeline",
                      pieces=tuple(pieces), writes_back=any(p.writes_back for p in pieces))
+
+
+def _leaves(connector: Connector, state: Any) -> list[tuple[str, Any]]:
+    """`(name, state)` of each piece that is not a pipeline, nested pipelines flattened in
+    order, a repeated name numbered as in `named_states`."""
+    flat: list[tuple[str, Any]] = []
+
+    def walk(piece, s):
+        if piece.pieces:
+            for p, ps in zip(piece.pieces, s):
+                walk(p, ps)
+        else:
+            flat.append((piece_name(piece), s))
+
+    walk(connector, state)
+    seen: dict[str, int] = {}
+    out = []
+    for name, s in flat:
+        k = seen.get(name, 0)
+        seen[name] = k + 1
+        out.append((name if k == 0 else f"{name}_{k}", s))
+    return out
+
+
+def _shares_layout(a: Any, b: Any) -> bool:
+    leaves_a, tree_a = jax.tree_util.tree_flatten(a)
+    leaves_b, tree_b = jax.tree_util.tree_flatten(b)
+    return bool(leaves_a) and tree_a == tree_b and all(
+        np.shape(x) == np.shape(y) for x, y in zip(leaves_a, leaves_b))
+
+
+def share_states(target: Connector, target_state: Any, source: Connector,
+                 source_state: Any) -> Any:
+    """`target_state` with each stateful piece's state taken from the same-named piece of
+    `source` (the k-th piece of a name from the k-th of that name; nested pipelines
+    flattened), where both hold state of one layout: how the env-to-module pipeline acts with
+    the state the learner pipeline fitted (a mean-std filter's statistics). Pieces by name,
+    not position, so pieces that only one pipeline has do not shift the others."""
+    learned = dict(_leaves(source, source_state))
+    names = iter(name for name, _ in _leaves(target, target_state))
+
+    def rebuild(piece, s):
+        if piece.pieces:
+            return tuple(rebuild(p, ps) for p, ps in zip(piece.pieces, s))
+        other = learned.get(next(names))
+        return other if other is not None and _shares_layout(s, other) else s
+
+    return rebuild(target, target_state)
 
 
 def apply_writing_back(connector: Connector, state, episodes, batch, ctx=None):

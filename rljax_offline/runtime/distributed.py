@@ -24,7 +24,7 @@ import time
 
 import jax
 
-from rljax_offline.algorithms.config import ConfigError
+from rljax_offline.errors import ConfigError
 
 _ADDRESS = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
 

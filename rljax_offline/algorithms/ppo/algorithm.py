@@ -35,18 +35,17 @@ Gaussian would read as other actions.
 from __future__ import annotations
 
 import collections
-import dataclasses
+import functools
 import time
 
 import jax
 import numpy as np
 
 from rljax_offline.acting.recording import PolicyMismatchError, check_policy_spaces
+from rljax_offline.algorithms import pipelines
 from rljax_offline.algorithms.algorithm import MODULE_ID, Algorithm
 from rljax_offline.algorithms.config import ConfigError
-from rljax_offline.algorithms.marwil import add_returns_to_go
 from rljax_offline.algorithms.ppo.config import standardize
-from rljax_offline.connectors import default_learner, pipeline
 from rljax_offline.learning.data_parallel import DataParallel
 from rljax_offline.learning.init import init_state
 from rljax_offline.learning.spec import ActingSpec
@@ -72,31 +71,28 @@ def _no_ppo_start(src: ActingSpec, params, mine: ActingSpec) -> str | None:
 
 
 class PPO(Algorithm):
-    """Online PPO (see the module docstring). Build with `PPOConfig().build()`."""
+    """Online PPO (see the module docstring). Build with `PPOConfig().build()`: the
+    `Algorithm` facade as it is (its updates take `minibatch_size` rows, the config's
+    `update_batch_size`), with the data sampled from the env; fine-tuning is the explicit step
+    `fine_tune_from` that `PPOConfig.build()` takes when `init_policy_from` is set."""
 
-    def __init__(self, config):
-        super().__init__(config)
-        # PPO's updates take minibatches (of sequences, for a recurrent policy); the train
-        # batch is the sampled rollout.
-        self.dp = DataParallel(self.spec.learning, self.devices,
-                               self._rows_for(config.minibatch_size), mode=config.update_mode)
-        self._epochs = None
-        self._sequence_slots = 0
-        self._sampler = None
-        self._sampling_actor = None
-        self._recent = collections.deque(maxlen=config.metrics_num_episodes_for_smoothing)
-        self.env_steps_sampled = 0
-        self.warmup_metrics: dict = {}
-        self.fine_tuned_from = config.init_policy_from
-        if config.init_policy_from is not None:
-            self._start_from(config.init_policy_from)
-            # Saved checkpoints hold the started-from weights: restoring one must not need
-            # (or re-read) the original checkpoint.
-            self.config = dataclasses.replace(self.config, init_policy_from=None)
+    # Online state, none of it before the first iteration.
+    _epochs = None
+    _sequence_slots = 0
+    _sampler = None
+    _sampling_actor = None
+    env_steps_sampled = 0
+    warmup_metrics: dict = {}  # replaced, never changed in place
+    fine_tuned_from: str | None = None
+
+    @functools.cached_property
+    def _recent(self) -> collections.deque:
+        """The (return, length) of the latest finished sampling episodes."""
+        return collections.deque(maxlen=self.config.metrics_num_episodes_for_smoothing)
 
     # ------------------------------------------------------------------ fine-tuning
 
-    def _start_from(self, path: str) -> None:
+    def fine_tune_from(self, path: str) -> None:
         """Policy weights from a checkpoint of any algorithm, then the value warm-up."""
         src = Algorithm.from_checkpoint(path)
         try:
@@ -118,6 +114,7 @@ class PPO(Algorithm):
                                       f"{self.config.model_config}")
         params = {**jax.device_get(self.state.params), "policy": policy}
         self.state = self.dp.put_replicated(self.state._replace(params=params))
+        self.fine_tuned_from = path
         if self.config.value_warmup_updates:
             self._warm_up_value()
 
@@ -126,14 +123,11 @@ class PPO(Algorithm):
         if c.input_ is None:
             raise ConfigError("value warm-up needs offline data: the checkpoint names none; "
                               "set offline_data(input_=...) or value_warmup_updates=0")
-        custom = list(c.learner_connector(self.spaces)) if c.learner_connector else []
-        base = default_learner(self.spaces, *custom,
-                               add_default_connectors=c.add_default_connectors_to_learner_pipeline)
-        warm = pipeline(base, add_returns_to_go(c.gamma))
-        spec = c.value_warmup_spec(base.out_spaces(self.spaces).observation)
-        episodes = self._prelearned(list(self._episode_stream(0, shuffle=False)))
-        cols, _, _ = self._columns(episodes, warm.init(self.spaces), fit=False,
-                                apply=jax.jit(warm.apply), columns=spec.data.columns)
+        warm, spaces = pipelines.value_warmup(c, self.spaces)
+        spec = c.value_warmup_spec(spaces.observation)
+        episodes = self.data.prelearned(list(self.data.episodes(0, shuffle=False)))
+        cols, _, _ = self.data.columns(episodes, warm.init(self.spaces), fit=False,
+                                       apply=jax.jit(warm.apply), columns=spec.data.columns)
         dp = DataParallel(spec.learning, self.devices, _WARMUP_BATCH, mode=c.update_mode)
         state = init_state(spec.learning, c.seed)
         state = state._replace(params={"value": jax.device_get(self.state.params["value"])})
@@ -180,8 +174,8 @@ class PPO(Algorithm):
         sample_s = time.perf_counter() - t0
         steps = sum(len(ep) for ep in chunks)
         params = jax.device_get(self.state.params)
-        cols, cstate, _ = self._columns(chunks, jax.device_get(self.state.connector_state),
-                                     fit=True, params=params)
+        cols, cstate, _ = self.data.columns(chunks, jax.device_get(self.state.connector_state),
+                                            fit=True, params=params)
         n = c.train_batch_size_per_learner  # a fixed shape: one compiled epoch program
         num_minibatches = n // c.minibatch_size
         if self.is_stateful:

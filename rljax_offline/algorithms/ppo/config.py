@@ -351,17 +351,27 @@ class PPOConfig(AlgorithmConfig):
         return AlgorithmSpec(learning, None, DataSpec(
             columns=("obs", "returns_to_go", "bootstrap_discount", "bootstrap_obs")))
 
+    @property
+    def update_batch_size(self) -> int:
+        """PPO's updates take minibatches; the train batch is the sampled rollout."""
+        return self.minibatch_size
+
     def build(self):
         """The online `PPO` algorithm. Fine-tuning (`init_policy_from`) takes the
         checkpoint's `model_config` (its weights fix the architecture) and, where no
-        `input_` is set, the checkpoint's offline data for the value warm-up."""
+        `input_` is set, the checkpoint's offline data for the value warm-up; then starts
+        from its policy (`PPO.fine_tune_from`). The built algorithm's config names no
+        checkpoint: its own checkpoints hold the started-from weights, so restoring one
+        does not need (or re-read) the original."""
         from rljax_offline.learning import checkpoint as ckpt
 
-        config = self
-        if self.init_policy_from is not None:
-            saved = ckpt.load_meta(self.init_policy_from).get("config", {})
-            changes = {"model_config": saved.get("model_config", self.model_config)}
-            if self.input_ is None and saved.get("input_") is not None:
-                changes["input_"] = saved["input_"]
-            config = dataclasses.replace(self, **changes)
-        return AlgorithmConfig.build(config)
+        if self.init_policy_from is None:
+            return AlgorithmConfig.build(self)
+        saved = ckpt.load_meta(self.init_policy_from).get("config", {})
+        changes = {"model_config": saved.get("model_config", self.model_config),
+                   "init_policy_from": None}
+        if self.input_ is None and saved.get("input_") is not None:
+            changes["input_"] = saved["input_"]
+        algo = AlgorithmConfig.build(dataclasses.replace(self, **changes))
+        algo.fine_tune_from(self.init_policy_from)
+        return algo

@@ -1,0 +1,131 @@
+"""An algorithm's checkpoints: everything needed to resume exactly.
+
+A checkpoint (`learning.checkpoint`: atomic, checksummed) holds the whole `TrainState` (every
+network, target copies, each optimizer state, RNG, connector state) and `meta.json` with the
+format, the algorithm's registry name, its config, the iteration and the metrics history; for
+streamed data also every process's stream cursor (readable numbers in the meta, the replay
+connector states in `stream.msgpack`), so a restored run goes on with exactly the batches it
+would have had. `from_checkpoint` rebuilds any registered algorithm from its folder.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import jax
+
+import rljax_offline.algorithms.registry as registry
+from rljax_offline.algorithms.config import AlgorithmConfig
+from rljax_offline.algorithms.offline_data import OfflineData
+from rljax_offline.data.stream import StreamCursor
+from rljax_offline.learning import checkpoint as ckpt
+from rljax_offline.runtime import distributed
+
+if TYPE_CHECKING:  # the facade imports this module
+    from rljax_offline.algorithms.algorithm import Algorithm
+
+CHECKPOINT_FORMAT = 2
+STREAM_FILE = "stream.msgpack"
+
+
+def save(algo: Algorithm, path: str) -> str:
+    """An atomic checkpoint of `algo`, the stream cursor of streamed data included. In a
+    multi-process run every process calls it (each hands over its own cursor) and process 0
+    alone writes."""
+    stream, files = _stream_checkpoint(algo.data)  # a collective: before the writer check
+    if not distributed.is_writer():
+        return path
+    meta = {"format": CHECKPOINT_FORMAT, "algorithm": algo.algo_name,
+            "config": algo.config.to_dict(), "iteration": algo.iteration,
+            "history": algo.history}
+    if stream is not None:
+        meta["stream"] = stream
+    return ckpt.save_checkpoint(path, algo.state, meta, files)
+
+
+def restore(algo: Algorithm, path: str) -> None:
+    """Loads a checkpoint of `algo`'s algorithm into it; training continues exactly where
+    it was."""
+    meta = ckpt.load_meta(path)
+    saved = meta.get("algorithm", "bc")
+    if saved != algo.algo_name:
+        raise ValueError(f"checkpoint {path!r} holds a {saved!r} algorithm, not "
+                         f"{algo.algo_name!r}; use Algorithm.from_checkpoint(path)")
+    algo.data.forget_stream()  # a stream from before: resume from the saved cursor
+    state = algo.dp.put_replicated(ckpt.load_state(path, algo.state))
+    algo.data.resume_cursor = _restored_cursor(path, meta, algo.data, state.connector_state)
+    algo.state = state
+    algo.iteration = int(meta["iteration"])
+    algo.history = list(meta.get("history", []))
+
+
+def from_checkpoint(path: str, config: AlgorithmConfig | None = None) -> Any:
+    """Rebuilds any registered algorithm from a checkpoint (its saved config unless one is
+    given: needed when the run used custom connector pieces, which are code)."""
+    meta = ckpt.load_meta(path)
+    if config is None:
+        saved = meta["config"]
+        code = AlgorithmConfig.code_options(saved)
+        if any(k != "input_filesystem" for k in code):
+            raise ValueError(f"this checkpoint was trained with code in its config {code} "
+                             "(custom connector pieces, readers or hooks): pass the same "
+                             "config to from_checkpoint(path, config)")
+        config = registry.config_class(meta.get("algorithm", "bc")).from_dict(saved)
+    algo = config.build()
+    algo.restore(path)
+    return algo
+
+
+def _stream_settings(data: OfflineData) -> dict:
+    return {"batch_size": data.dp.local_batch_size, "chunk_size": data.chunk_size,
+            "shuffle_buffer_size": data.config.shuffle_buffer_size}
+
+
+def _stream_checkpoint(data: OfflineData) -> tuple[dict | None, dict]:
+    """The stream cursors of every process: readable numbers for meta.json and their replay
+    connector states as `stream.msgpack` (one entry a process, in process order: each
+    process streams its own share of the files)."""
+    from flax import serialization  # start-up cost: only when a checkpoint holds a stream
+
+    cursor = data.cursor
+    if cursor is None:
+        return None, {}
+    mine = serialization.msgpack_serialize({"summary": cursor.summary(),
+                                            "replay": cursor.replay_bytes()})
+    everyone = [serialization.msgpack_restore(b) for b in distributed.allgather_bytes(mine)]
+    meta = {**_stream_settings(data), "processes": [e["summary"] for e in everyone]}
+    replay = serialization.msgpack_serialize([e["replay"] for e in everyone])
+    return meta, {STREAM_FILE: replay}
+
+
+def _restored_cursor(path: str, meta: dict, data: OfflineData,
+                     connector_state: Any) -> StreamCursor | None:
+    """This process's stream cursor from a checkpoint (see `_stream_checkpoint`); None when
+    it holds none or the data is not streamed."""
+    from flax import serialization  # start-up cost: only when a checkpoint holds a stream
+
+    saved = meta.get("stream")
+    if saved is None or not data.config.streams_data:
+        return None
+    processes = saved["processes"]
+    if len(processes) != jax.process_count():
+        raise ckpt.CheckpointError(
+            f"checkpoint {path!r} streamed its data on {len(processes)} process(es); resume "
+            f"it on as many (each streams its own share of the files), not "
+            f"{jax.process_count()}")
+    now = _stream_settings(data)
+    changed = {k: (saved.get(k), v) for k, v in now.items() if saved.get(k) != v}
+    if changed:
+        raise ckpt.CheckpointError(
+            f"checkpoint {path!r} streamed its data with other settings (saved, now): "
+            f"{changed}; the resumed stream would not be the one that was saved")
+    raw = ckpt.load_file(path, STREAM_FILE)
+    if raw is None:
+        raise ckpt.CheckpointError(f"checkpoint {path!r} is incomplete: its meta names a "
+                                   f"stream cursor but {STREAM_FILE} is missing")
+    try:
+        replay = serialization.msgpack_restore(raw)[jax.process_index()]
+        return StreamCursor.restored(processes[jax.process_index()], replay, connector_state)
+    except Exception as e:  # noqa: BLE001 - flax/msgpack raise many types for a mismatch
+        raise ckpt.CheckpointError(f"checkpoint {path!r}: {STREAM_FILE} does not match "
+                                   f"this config: {type(e).__name__}: {e}") from None
