@@ -32,14 +32,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from rljax_offline import spaces as sp
+from rljax_offline.errors import ConfigError
 from rljax_offline.models.policy import check_model_config
 
 GROUPS = ("api_stack", "environment", "offline_data", "training", "evaluation", "learners",
           "reporting", "checkpointing", "rl_module", "env_runners", "debugging")
-
-
-class ConfigError(ValueError):
-    """A config key or value is invalid (named in the message)."""
 
 
 # ---------------------------------------------------------------------- checks
