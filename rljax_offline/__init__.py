@@ -44,7 +44,7 @@ _LAZY = {
     "read_episodes": "rljax_offline.data.reader",
     "EpisodeWriter": "rljax_offline.data.writer",
     "write_episodes": "rljax_offline.data.writer",
-    "convert_dataset": "rljax_offline.data.inspect",
+    "convert_dataset": "rljax_offline.data.convert",
     "inspect_dataset": "rljax_offline.data.inspect",
     "episodes_to_tabular": "rljax_offline.data.convert",
     "tabular_to_episodes": "rljax_offline.data.convert",

@@ -10,8 +10,8 @@ from rljax_offline.errors import UsageError
 def run(args) -> int:
     # Imported when the command runs: the data package (pyarrow) and Minari add about 0.2 s
     # to every `rljax-offline --help` (measured with python -X importtime).
-    from rljax_offline.data import SkipReport, convert_dataset
-    from rljax_offline.data.inspect import convert_minari
+    from rljax_offline.data import SkipReport
+    from rljax_offline.data.convert import convert_dataset, convert_minari
     from rljax_offline.data.minari import is_minari_input
 
     skipped = SkipReport()
