@@ -178,7 +178,10 @@ class _MultiDiscreteEnv(gym.Env):
     action_space = gym.spaces.MultiDiscrete([2, 3])
 
 
-def test_registry_names_and_user_algorithms():
+def test_registry_names_and_user_algorithms(monkeypatch):
+    from rljax_offline.algorithms import registry
+
+    monkeypatch.setattr(registry, "_REGISTERED", {})  # "mine" is gone after this test
     assert {"bc", "marwil"} <= set(names())
     assert config_class("marwil") is MARWILConfig
     with pytest.raises(KeyError, match="unknown algorithm 'nope'; known:"):
@@ -192,6 +195,24 @@ def test_registry_names_and_user_algorithms():
     register("mine", Mine)
     assert config_class("mine") is Mine and "mine" in names()
     assert issubclass(Mine, AlgorithmConfig)
+
+
+def test_every_registered_algorithm_is_in_the_cross_cutting_cases():
+    """The cross-cutting cases follow from the registry: each algorithm on every action space
+    it accepts; one it leaves out is refused by a named error before anything compiles."""
+    from learner_testlib import ALGORITHM_CASES, BOX, DISCRETE, accepts
+
+    from rljax_offline import spaces as sp
+    from rljax_offline.errors import RljaxError
+
+    for name in names():
+        ids = {c[0] for c in ALGORITHM_CASES if c[0].rsplit("-", 1)[0] == name}
+        assert ids, f"{name} runs in no cross-cutting case"
+        for kind, spaces in (("discrete", DISCRETE), ("box", BOX)):
+            if f"{name}-{kind}" not in ids:
+                assert not accepts(config_class(name)(), spaces)
+                with pytest.raises(RljaxError):
+                    config_class(name)().check_spaces(*map(sp.to_spec, spaces))
 
 
 def test_marwil_trains_value_function_on_cartpole(cartpole_data):
