@@ -15,7 +15,7 @@ EXPERT_ENVS = ("CartPole-v1", "Pendulum-v1")  # envs with a shipped scripted exp
 
 def run(args) -> int:
     # Imported when the command runs: recording pulls in the algorithm facade, which adds
-    # about 0.4 s to every `rljax-offline --help` (measured with python -X importtime).
+    # about 0.3 s to every `rljax-offline --help` (measured with python -X importtime).
     from rljax_offline.acting.env_runner import record_expert
     from rljax_offline.acting.recording import record_policy
 
