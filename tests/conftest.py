@@ -18,3 +18,16 @@ FIXTURES = REPO / "tests" / "fixtures" / "rllib_cartpole"
 def rllib_fixtures() -> pathlib.Path:
     assert FIXTURES.is_dir(), f"RLlib fixtures missing at {FIXTURES}"
     return FIXTURES
+
+
+@pytest.fixture(autouse=True)
+def _registry_as_found():
+    """A test that registers an algorithm leaves the registry as it found it: the CLI's help
+    and choices follow from the registry, so a leaked name would change them for later tests
+    in the same worker."""
+    from rljax_offline.algorithms import registry
+
+    saved = dict(registry._REGISTERED)
+    yield
+    registry._REGISTERED.clear()
+    registry._REGISTERED.update(saved)
