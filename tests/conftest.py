@@ -8,6 +8,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import pytest  # noqa: E402
 
+from rljax_offline.algorithms import registry  # noqa: E402
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 # RLlib-written files (see tests/fixtures/rllib_cartpole/README.md), kept inside the checkout
 # so that a clone of the project alone passes its tests.
@@ -25,8 +27,6 @@ def _registry_as_found():
     """A test that registers an algorithm leaves the registry as it found it: the CLI's help
     and choices follow from the registry, so a leaked name would change them for later tests
     in the same worker."""
-    from rljax_offline.algorithms import registry
-
     saved = dict(registry._REGISTERED)
     yield
     registry._REGISTERED.clear()
