@@ -11,6 +11,11 @@ updates the actor does behavior cloning (`alpha * logp(pi) - logp(data action)`)
 `alpha * logp(pi) - min Q(s, pi(s))`. `deterministic_backup=True` leaves the entropy term out
 of the TD target (RLlib's default).
 
+Box actions outside the space's bounds (RLlib records a Gaussian policy's unclipped samples)
+are clipped just inside the bounds by the learner pipeline (`clip_actions_inside_bounds`): the
+tanh-squashed actor's log-probability is -inf outside them, and the env ran the clipped action,
+so the Q networks learn the value of what was executed.
+
 Discrete actions: Q-learning-based CQL as d3rlpy's DiscreteCQL: a Huber TD loss to a double-DQN
 target (the online network picks the next action, the target network values it) plus
 `min_q_weight * (temperature * logsumexp(Q(s, .) / temperature) - Q(s, a))`, with hard target
@@ -24,7 +29,9 @@ model config, each its own encoder and cell; the action enters Q's head, so Q of
 actions costs no extra unroll). The actor unrolls from the batch's `state_in`, the Q networks
 and their targets from their initial state at each sequence; the TD target's `s'` is the next
 step of the same unroll (`recurrent.step_outputs`), the last step's being the recorded next
-observation. Discrete CQL acts greedily in Q, so there the Q ensemble is the recurrent policy:
+observation. (The batch's `next_state_in`, RLlib's, is not read: it would start `s'` from
+the recorded behaviour state rather than this unroll's; see the README.) Discrete CQL acts
+greedily in Q, so there the Q ensemble is the recurrent policy:
 it unrolls from `state_in` (`[B, k, cell]`), target included.
 """
 
@@ -52,6 +59,7 @@ from rljax_offline.algorithms.config import (
     unit_interval_open_left,
 )
 from rljax_offline.algorithms.marwil import make_optimizer
+from rljax_offline.connectors.learner import clip_actions_inside_bounds
 from rljax_offline.learning.core import Learner, Loss, per_example_uniform
 from rljax_offline.learning.losses import (
     actor,
@@ -280,6 +288,7 @@ def _continuous_learner(cfg: CQLConfig, obs_spec, act_spec) -> Learner:
         targets={"target_q": "q"}, tau=cfg.tau,
         target_update_period=max(1, cfg.target_network_update_freq),
         prepare=prepare, extra_init={"num_actor_updates": np.int32(0)},
+        learner_connector=(clip_actions_inside_bounds(),),
         columns=("obs", "actions", "rewards", "new_obs", "terminateds"))
 
 
