@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 
+from rljax_offline.algorithms import registry as _registry
 from rljax_offline.episode.batch import EpisodeBatch, EpisodeMeta, bucket_length
 from rljax_offline.episode.builder import EpisodeBuilder
 from rljax_offline.episode.episode import Episode, EpisodeError
@@ -22,13 +23,8 @@ _LAZY = {
     # algorithms
     "Algorithm": "rljax_offline.algorithms.algorithm",
     "AlgorithmConfig": "rljax_offline.algorithms.config",
-    "ConfigError": "rljax_offline.algorithms.config",
+    "ConfigError": "rljax_offline.errors",
     "register_algorithm": ("rljax_offline.algorithms.registry", "register"),
-    "BCConfig": "rljax_offline.algorithms.bc",
-    "MARWILConfig": "rljax_offline.algorithms.marwil",
-    "PPOConfig": "rljax_offline.algorithms.ppo.config",
-    "CQLConfig": "rljax_offline.algorithms.cql",
-    "IQLConfig": "rljax_offline.algorithms.iql",
     "run_training": "rljax_offline.apps.training_loop",
     # connectors
     "Connector": "rljax_offline.connectors.core",
@@ -48,7 +44,7 @@ _LAZY = {
     "read_episodes": "rljax_offline.data.reader",
     "EpisodeWriter": "rljax_offline.data.writer",
     "write_episodes": "rljax_offline.data.writer",
-    "convert_dataset": "rljax_offline.data.inspect",
+    "convert_dataset": "rljax_offline.data.convert",
     "inspect_dataset": "rljax_offline.data.inspect",
     "episodes_to_tabular": "rljax_offline.data.convert",
     "tabular_to_episodes": "rljax_offline.data.convert",
@@ -62,14 +58,14 @@ _LAZY = {
     "export_policy": "rljax_offline.export",
     "load_stablehlo": "rljax_offline.export",
     "default_logger": "rljax_offline.apps.reporting",
+    # every built-in algorithm's config class (BCConfig, ...), as the registry lists them
+    **_registry.builtin_config_classes(),
 }
 
 __all__ = [  # every public name; tests/test_public_api.py checks each resolves
     "ActorPolicy",
     "Algorithm",
     "AlgorithmConfig",
-    "BCConfig",
-    "CQLConfig",
     "ConfigError",
     "Connector",
     "Context",
@@ -81,9 +77,6 @@ __all__ = [  # every public name; tests/test_public_api.py checks each resolves
     "EpisodeMeta",
     "EpisodeWriter",
     "ExportError",
-    "IQLConfig",
-    "MARWILConfig",
-    "PPOConfig",
     "OfflineDataError",
     "PolicyParts",
     "SkipReport",
@@ -115,6 +108,7 @@ __all__ = [  # every public name; tests/test_public_api.py checks each resolves
     "write_episodes",
     "write_minari",
 ]
+__all__ += sorted(_registry.builtin_config_classes())  # BCConfig, ...: from the registry
 
 
 def __getattr__(name: str):

@@ -1,9 +1,12 @@
 """The project's named errors: one base class a user can catch, one subclass per layer.
 
-`RljaxError` is the base of everything rljax_offline raises for bad input or a damaged file;
-`rljax-offline` turns any of them into one line `error: ...` and exit code 1. Each subclass
-also derives from the builtin a caller would have caught before (`ValueError`), so existing
-`except ValueError` code keeps working.
+`RljaxError` is the base of every error rljax_offline names; every one of them is defined here
+(and re-exported where it is raised, so `from rljax_offline.spaces import SpaceError` keeps
+working). `rljax-offline` turns any of them into one line `error: ...`: exit code 2 for a
+usage error (`ConfigError`, `UsageError` and their subclasses), 1 for the rest. Each subclass
+also derives from the builtin a caller would have caught before (`ValueError`, ...), so
+existing `except ValueError` code keeps working. `tests/test_errors.py` checks that no
+exception class of the package escapes this root.
 """
 
 from __future__ import annotations
@@ -11,10 +14,6 @@ from __future__ import annotations
 
 class RljaxError(Exception):
     """Base of every named rljax_offline error (bad data, bad checkpoint, diverged run)."""
-
-
-class ConfigError(ValueError):
-    """A config key or value is invalid (named in the message)."""
 
 
 def _where(file: str | None, row: int | None, column: str | None, line: int | None) -> str:
@@ -68,3 +67,45 @@ class TrainingDivergedError(RljaxError, FloatingPointError):
         super().__init__(f"training diverged at iteration {iteration}: metric {metric!r} is "
                          f"{value} (check the data for NaN/inf, or lower the learning rate)")
         self.iteration, self.metric, self.value = iteration, metric, value
+
+
+class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
+    """`path` holds no complete checkpoint."""
+
+
+class DataChangedError(OfflineDataError):
+    """A stream resumed from a cursor did not find the data the cursor was made on."""
+
+
+class ConfigError(RljaxError, ValueError):
+    """A config key or value is invalid (named in the message)."""
+
+
+class DistributedError(ConfigError):
+    """A multi-process setting is wrong, or the processes could not join (named in the
+    message; a usage error: exit code 2 on the command line)."""
+
+
+class PolicyMismatchError(ConfigError):
+    """A checkpoint's policy was trained for other observation or action spaces (or another
+    network) than it is asked to act in (a usage error: exit code 2 on the command line)."""
+
+
+class UsageError(RljaxError, ValueError):
+    """Command-line flags that parse one by one but make no sense together (exit code 2)."""
+
+
+class EpisodeError(RljaxError, ValueError):
+    """An episode was built from inconsistent data (lengths, structure, shapes, ids)."""
+
+
+class SpaceError(RljaxError, ValueError):
+    """A space (or a space dict read from a file) is malformed or not supported."""
+
+
+class BehaviorError(RljaxError, ValueError):
+    """A behaviour or mix spec that cannot be parsed, or does not fit the action space."""
+
+
+class ExportError(RljaxError, ValueError):
+    """A policy that cannot be exported as asked (its pipeline, its spaces, the format)."""

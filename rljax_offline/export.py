@@ -66,6 +66,7 @@ from rljax_offline.acting.actor import ActorState, make_actor
 from rljax_offline.algorithms.ppo.config import ACTOR, CRITIC
 from rljax_offline.connectors.core import Connector, Spaces
 from rljax_offline.connectors.env_to_module import PREV_ACTIONS_KEY, PREV_REWARDS_KEY
+from rljax_offline.errors import ExportError
 
 FORMATS = ("stablehlo", "onnx")
 SIGNATURE_SUFFIX = ".json"
@@ -73,10 +74,6 @@ _PREV_PIECE = "prev_actions_rewards"
 _STATE_PIECE = "add_states"  # reads the latest `state_out`: the step's `state` input
 _FLAX_RNN_NEEDS = ("shape", "arange")  # see `_plain_jax_numpy`
 _JNP = {k: getattr(jnp, k) for k in _FLAX_RNN_NEEDS}  # as JAX made them
-
-
-class ExportError(ValueError):
-    """A policy that cannot be exported as asked (its pipeline, its spaces, the format)."""
 
 
 class PolicyParts(NamedTuple):

@@ -21,9 +21,7 @@ from typing import Any, Union
 import gymnasium as gym
 import numpy as np
 
-
-class SpaceError(ValueError):
-    """A space (or a space dict read from a file) is malformed or not supported."""
+from rljax_offline.errors import SpaceError
 
 
 @dataclasses.dataclass(frozen=True)

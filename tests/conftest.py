@@ -8,6 +8,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import pytest  # noqa: E402
 
+from rljax_offline.algorithms import registry  # noqa: E402
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 # RLlib-written files (see tests/fixtures/rllib_cartpole/README.md), kept inside the checkout
 # so that a clone of the project alone passes its tests.
@@ -18,3 +20,14 @@ FIXTURES = REPO / "tests" / "fixtures" / "rllib_cartpole"
 def rllib_fixtures() -> pathlib.Path:
     assert FIXTURES.is_dir(), f"RLlib fixtures missing at {FIXTURES}"
     return FIXTURES
+
+
+@pytest.fixture(autouse=True)
+def _registry_as_found():
+    """A test that registers an algorithm leaves the registry as it found it: the CLI's help
+    and choices follow from the registry, so a leaked name would change them for later tests
+    in the same worker."""
+    saved = dict(registry._REGISTERED)
+    yield
+    registry._REGISTERED.clear()
+    registry._REGISTERED.update(saved)

@@ -2,7 +2,10 @@
 random learner columns for them, and float64 comparisons.
 
 `ALGORITHM_CASES` is the one list the cross-cutting tests (modes agree, 8 devices == 1, masked
-rows, checkpoints) run over: an algorithm joins them by adding its cases here.
+rows, checkpoints) run over. It follows from the registry: every registered algorithm, on each
+action space its config's `check_spaces` accepts (one it refuses with a named error is its own
+test file's business), with the test settings of `CASE_TRAINING` where a case needs them. An
+algorithm joins the cross-cutting tests by its registry line alone.
 """
 
 import gymnasium as gym
@@ -10,38 +13,52 @@ import jax
 import numpy as np
 
 from rljax_offline import spaces as sp
-from rljax_offline.algorithms.bc import BCConfig
-from rljax_offline.algorithms.cql import CQLConfig
-from rljax_offline.algorithms.iql import IQLConfig
-from rljax_offline.algorithms.marwil import MARWILConfig
-from rljax_offline.algorithms.ppo.config import PPOConfig
+from rljax_offline.algorithms import registry
+from rljax_offline.errors import RljaxError
 
 DISCRETE = (gym.spaces.Box(-5, 5, (4,), np.float32), gym.spaces.Discrete(2))
 BOX = (gym.spaces.Box(-5, 5, (3,), np.float32), gym.spaces.Box(-2, 2, (1,), np.float32))
 SMALL_MODEL = {"fcnet_hiddens": [16, 16]}
 
-# (id, config, (observation space, action space))
-ALGORITHM_CASES = [
-    ("bc-discrete", BCConfig().rl_module(model_config=SMALL_MODEL), DISCRETE),
-    ("bc-box", BCConfig().rl_module(model_config=SMALL_MODEL), BOX),
-    ("marwil-discrete", MARWILConfig().rl_module(model_config=SMALL_MODEL), DISCRETE),
-    ("marwil-box", MARWILConfig().rl_module(model_config=SMALL_MODEL), BOX),
-    ("ppo-discrete", PPOConfig().rl_module(model_config=SMALL_MODEL), DISCRETE),
-    ("ppo-box", PPOConfig().rl_module(model_config=SMALL_MODEL), BOX),
+# Training settings of the cases that need more than the config's defaults, by case id.
+CASE_TRAINING = {
     # bc_iters=1: the actor's BC warm-up and SAC phases both run within the tests' 3 steps;
     # the Box case also covers the Lagrangian CQL weight and the entropy backup.
-    ("cql-discrete", CQLConfig().training(target_network_update_freq=2)
-     .rl_module(model_config=SMALL_MODEL), DISCRETE),
-    ("cql-box", CQLConfig().training(bc_iters=1, num_actions=3, lagrangian=True,
-                                     deterministic_backup=False)
-     .rl_module(model_config=SMALL_MODEL), BOX),
-    ("iql-discrete", IQLConfig().rl_module(model_config=SMALL_MODEL), DISCRETE),
-    ("iql-box", IQLConfig().training(tau=0.005).rl_module(model_config=SMALL_MODEL), BOX),
-]
+    "cql-discrete": {"target_network_update_freq": 2},
+    "cql-box": {"bc_iters": 1, "num_actions": 3, "lagrangian": True,
+                "deterministic_backup": False},
+    "iql-box": {"tau": 0.005},
+}
+
+
+def accepts(config, spaces) -> bool:
+    """Whether the algorithm takes these spaces (False: it refuses them with a named error)."""
+    try:
+        config.check_spaces(sp.to_spec(spaces[0]), sp.to_spec(spaces[1]))
+    except RljaxError:
+        return False
+    return True
+
+
+def _algorithm_cases():
+    cases = []
+    for name in registry.names():
+        for kind, spaces in (("discrete", DISCRETE), ("box", BOX)):
+            case_id = f"{name}-{kind}"
+            config = (registry.config_class(name)().training(**CASE_TRAINING.get(case_id, {}))
+                      .rl_module(model_config=SMALL_MODEL))
+            if accepts(config, spaces):
+                cases.append((case_id, config, spaces))
+    return cases
+
+
+# (id, config, (observation space, action space))
+ALGORITHM_CASES = _algorithm_cases()
+assert set(CASE_TRAINING) <= {c[0] for c in ALGORITHM_CASES}, "CASE_TRAINING names no case"
 
 # Cases whose algorithm trains from offline data (the resume-from-data tests run over these;
-# PPO samples its own data online: tests/test_ppo.py covers its checkpoints).
-OFFLINE_ALGORITHM_CASES = [c for c in ALGORITHM_CASES if c[1].algo_name != "ppo"]
+# an online algorithm samples its own data: tests/test_ppo.py covers PPO's checkpoints).
+OFFLINE_ALGORITHM_CASES = [c for c in ALGORITHM_CASES if not c[1].trains_online]
 
 
 def case_ids(cases=None):

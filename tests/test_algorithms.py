@@ -194,6 +194,24 @@ def test_registry_names_and_user_algorithms():
     assert issubclass(Mine, AlgorithmConfig)
 
 
+def test_every_registered_algorithm_is_in_the_cross_cutting_cases():
+    """The cross-cutting cases follow from the registry: each algorithm on every action space
+    it accepts; one it leaves out is refused by a named error before anything compiles."""
+    from learner_testlib import ALGORITHM_CASES, BOX, DISCRETE, accepts
+
+    from rljax_offline import spaces as sp
+    from rljax_offline.errors import RljaxError
+
+    for name in names():
+        ids = {c[0] for c in ALGORITHM_CASES if c[0].rsplit("-", 1)[0] == name}
+        assert ids, f"{name} runs in no cross-cutting case"
+        for kind, spaces in (("discrete", DISCRETE), ("box", BOX)):
+            if f"{name}-{kind}" not in ids:
+                assert not accepts(config_class(name)(), spaces)
+                with pytest.raises(RljaxError):
+                    config_class(name)().check_spaces(*map(sp.to_spec, spaces))
+
+
 def test_marwil_trains_value_function_on_cartpole(cartpole_data):
     algo = (MARWILConfig().environment("CartPole-v1").offline_data(input_=cartpole_data)
             .training(lr=1e-3, num_updates_per_iteration=100, train_batch_size_per_learner=256)

@@ -116,7 +116,7 @@ def test_demo_reaches_450_and_saves_plots(tmp_path):
 def test_env_flag_takes_our_own_env_ids_and_names_an_unknown_one():
     import argparse
 
-    from rljax_offline.cli import env_id
+    from rljax_offline.cli.args import env_id
 
     assert env_id("StatelessCartPole-v1") == "StatelessCartPole-v1"
     with pytest.raises(argparse.ArgumentTypeError, match="unknown gymnasium env id 'NoSuchEnv-v0'"):
@@ -124,17 +124,18 @@ def test_env_flag_takes_our_own_env_ids_and_names_an_unknown_one():
 
 
 def test_model_config_flag_gives_recurrent_policies_and_names_unknown_keys(capsys):
-    from rljax_offline.cli import _config_from_args, build_parser
+    from rljax_offline.cli import build_parser
+    from rljax_offline.cli.train import config_from_args
 
     args = build_parser().parse_args(
         ["train", "--algo", "ppo", "--env", "StatelessCartPole-v1", "--hiddens", "16",
          "--model-config", '{"use_lstm": true, "max_seq_len": 8, "lstm_cell_size": 16}'])
-    model = _config_from_args(args).model_config
+    model = config_from_args(args).model_config
     want = {"fcnet_hiddens": [16], "use_lstm": True, "max_seq_len": 8, "lstm_cell_size": 16}
     assert {k: model[k] for k in want} == want
     args = build_parser().parse_args(["train", "--input", "data", "--model-config",
                                       '{"fcnet_hiddens": [32]}'])
-    assert _config_from_args(args).model_config["fcnet_hiddens"] == [32]  # over --hiddens
+    assert config_from_args(args).model_config["fcnet_hiddens"] == [32]  # over --hiddens
     for bad, said in (('{"use_lstn": true}', "unknown model-config keys ['use_lstn']"),
                       ("[1]", "expected a JSON object of model-config keys"),
                       ("{use_lstm", "not valid JSON")):

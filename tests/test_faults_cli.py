@@ -134,11 +134,12 @@ def test_resume_trims_metrics_logged_after_the_checkpoint(tmp_path):
 def test_train_flags_left_out_keep_each_algorithms_defaults():
     """`train` passes only the flags given: CQL keeps its batch of 256 and PPO trains online
     in --env with its own rollout size, no --input."""
-    from rljax_offline.cli import _algo_of, _config_from_args, build_parser
+    from rljax_offline.cli import build_parser
+    from rljax_offline.cli.train import algo_of, config_from_args
 
     def config(*argv):
         argv = ["train", *argv]
-        return _config_from_args(build_parser(_algo_of(argv)).parse_args(argv))
+        return config_from_args(build_parser(algo_of(argv)).parse_args(argv))
 
     cql = config("--algo", "cql", "--input", "x")
     assert cql.train_batch_size_per_learner == 256 and cql.input_ == "x"
@@ -149,10 +150,11 @@ def test_train_flags_left_out_keep_each_algorithms_defaults():
 
 
 def test_train_stream_flags_set_rllibs_materialize_options():
-    from rljax_offline.cli import _algo_of, _config_from_args, build_parser
+    from rljax_offline.cli import build_parser
+    from rljax_offline.cli.train import algo_of, config_from_args
 
     argv = ["train", "--input", "x", "--stream", "--shuffle-buffer-size", "32"]
-    config = _config_from_args(build_parser(_algo_of(argv)).parse_args(argv))
+    config = config_from_args(build_parser(algo_of(argv)).parse_args(argv))
     assert not config.materialize_data and not config.materialize_mapped_data
     assert config.streams_data and config.shuffle_buffer_size == 32
     for argv in (["train", "--input", "x", "--shuffle-buffer-size", "8"],

@@ -1,6 +1,7 @@
 """Recurrent policies (`use_lstm`) trained by every offline algorithm through `Algorithm`:
 
-* BC, MARWIL, CQL and IQL on StatelessCartPole (Discrete) and CQL on Pendulum (Box) train on
+* every offline algorithm of the registry (BC, MARWIL, CQL, IQL, ...) on StatelessCartPole
+  (Discrete; Pendulum for Box-only ones) and CQL on Pendulum (Box) train on
   sequence rows; the rows' `loss_mask` covers exactly the recorded timesteps, changing the
   padded values changes nothing, and acting (evaluation, `EnvRunner(env, algo.actor())`)
   carries the state: the recorded `action_dist_inputs` equal one unroll over the episode;
@@ -18,16 +19,18 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from learner_testlib import max_diff, to_float64
+from learner_testlib import DISCRETE, accepts, max_diff, to_float64
 
 from rljax_offline import BCConfig, CQLConfig, IQLConfig, MARWILConfig
 from rljax_offline.acting.env_runner import EnvRunner, record_expert
+from rljax_offline.algorithms import registry
 from rljax_offline.algorithms.algorithm import Algorithm
 from rljax_offline.apps.experts import cartpole_expert
 from rljax_offline.data import iter_episodes
 from rljax_offline.data.writer import write_episodes
 from rljax_offline.envs import StatelessCartPole
 from rljax_offline.episode.builder import EpisodeBuilder
+from rljax_offline.errors import RljaxError
 from rljax_offline.learning.data_parallel import DataParallel, select_devices
 from rljax_offline.learning.init import init_state
 from rljax_offline.learning.spec import LearningSpec, Loss
@@ -86,13 +89,32 @@ def recurrent_config(cls, env, data, num_devices=1, **training):
             .evaluation(evaluation_interval=1, evaluation_duration=1, evaluation_num_envs=1))
 
 
-CASES = [
-    ("bc", BCConfig, {}, "stateless"),
-    ("marwil", MARWILConfig, {}, "stateless"),
-    ("cql", CQLConfig, {"target_network_update_freq": 1}, "stateless"),
-    ("iql", IQLConfig, {}, "stateless"),
-    ("cql-box", CQLConfig, {"bc_iters": 1, "num_actions": 2}, "pendulum"),
-]
+# Training settings of the cases that need more than the config's defaults, by case id.
+CASE_TRAINING = {
+    "cql": {"target_network_update_freq": 1},
+    "cql-box": {"bc_iters": 1, "num_actions": 2},
+}
+
+
+def _cases():
+    """Every offline algorithm of the registry that takes a recurrent model (one that refuses
+    `use_lstm` says so with a named error), on StatelessCartPole where it takes Discrete
+    actions, else on Pendulum; and CQL's Box actor on Pendulum too."""
+    cases = []
+    for name in registry.names():
+        cls = registry.config_class(name)
+        if cls.trains_online:
+            continue  # PPO trains recurrent policies online: tests/test_ppo_recurrent.py
+        try:
+            config = cls().rl_module(model_config=LSTM)
+        except RljaxError:
+            continue
+        env = "stateless" if accepts(config, DISCRETE) else "pendulum"
+        cases.append((name, cls, CASE_TRAINING.get(name, {}), env))
+    return [*cases, ("cql-box", CQLConfig, CASE_TRAINING["cql-box"], "pendulum")]
+
+
+CASES = _cases()
 ENVS = {"stateless": StatelessCartPole, "pendulum": "Pendulum-v1"}
 
 

@@ -30,11 +30,9 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
+from rljax_offline.errors import BehaviorError
+
 _TERM = re.compile(r"^(expert|random|eps|flip|noise)([0-9]*\.?[0-9]*(?:e-?[0-9]+)?)$")
-
-
-class BehaviorError(ValueError):
-    """A behaviour or mix spec that cannot be parsed, or does not fit the action space."""
 
 
 @dataclass(frozen=True)

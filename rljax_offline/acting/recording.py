@@ -10,12 +10,7 @@ import gymnasium as gym
 
 from rljax_offline.acting.env_runner import EnvRunner
 from rljax_offline.algorithms.algorithm import Algorithm
-from rljax_offline.algorithms.config import ConfigError
-
-
-class PolicyMismatchError(ConfigError):
-    """A checkpoint's policy was trained for other observation or action spaces (or another
-    network) than it is asked to act in (a usage error: exit code 2 on the command line)."""
+from rljax_offline.errors import PolicyMismatchError
 
 
 def check_policy_spaces(policy_spaces: Any, observation_space: gym.Space,

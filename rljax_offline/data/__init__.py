@@ -2,12 +2,13 @@
 
 from rljax_offline.data.codec import decode_episode, decode_state, encode_episode, encode_state
 from rljax_offline.data.convert import (
+    convert_dataset,
     episodes_to_tabular,
     read_sample_batch_json,
     tabular_to_episodes,
 )
 from rljax_offline.data.files import resolve_files
-from rljax_offline.data.inspect import convert_dataset, inspect_dataset
+from rljax_offline.data.inspect import inspect_dataset
 from rljax_offline.data.reader import SkipReport, iter_episodes, read_episodes
 from rljax_offline.data.stream import sample_timesteps
 from rljax_offline.data.tabular import episodes_to_table, pack_compressed, unpack_compressed

@@ -1,8 +1,7 @@
-"""Summaries and conversions of whole data sets (what `rljax-offline inspect/convert` run)."""
+"""Summaries of whole data sets (what `rljax-offline inspect` runs)."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -12,8 +11,6 @@ from rljax_offline import spaces as sp
 from rljax_offline.data.files import resolve_files
 from rljax_offline.data.reader import SkipReport, iter_episodes
 from rljax_offline.data.validate import actions_outside_bounds
-from rljax_offline.data.writer import EpisodeWriter
-from rljax_offline.errors import OutputExistsError
 
 
 def inspect_dataset(input_: Any, **read_options) -> dict:
@@ -76,80 +73,7 @@ def _first_schema(files):
     return None
 
 
-def _refuse_overlap(inputs: list, output: str) -> None:
-    """`convert` must never write over or inside its own input."""
-    if "://" in output:
-        return
-    out = os.path.realpath(output)
-    for item in inputs:
-        item = os.fspath(item)
-        if "://" in item or any(c in item for c in "*?["):
-            continue
-        src = os.path.realpath(item)
-        if out == src or out.startswith(src.rstrip(os.sep) + os.sep):
-            raise OutputExistsError(f"output {output!r} is the input {item!r} or inside it; "
-                                    "choose a folder outside the input")
-        if os.path.isfile(out):
-            raise OutputExistsError(f"output {output!r} is an existing file; the output is a "
-                                    "folder")
-
-
 def _leaves(tree):
     import jax
 
     return jax.tree_util.tree_leaves(tree)
-
-
-def convert_dataset(input_: Any, output: str, *, to: str, input_read_schema: dict | None = None,
-                    input_read_episodes: bool | None = None,
-                    output_max_rows_per_file: int | None = None, on_bad_file: str = "raise",
-                    skipped: SkipReport | None = None, **write_options) -> list[str]:
-    """Converts tabular rows <-> episode rows (and SampleBatch JSON lines -> episodes).
-
-    The input format is the opposite of `to` unless `input_read_episodes` says otherwise;
-    `.json`/`.jsonl` inputs are read as RLlib's old SampleBatch JSON.
-    """
-    if to not in ("episodes", "tabular"):
-        raise ValueError(f"to must be 'episodes' or 'tabular', got {to!r}")
-    paths = [input_] if isinstance(input_, (str, os.PathLike)) else list(input_)
-    _refuse_overlap(paths, os.fspath(output))
-    paths = [os.fspath(p) for p in paths]
-    if all(str(p).endswith((".json", ".jsonl")) for p in paths):
-        from rljax_offline.data.sample_batch_json import read_sample_batch_json
-
-        episodes = (ep for p in paths for ep in read_sample_batch_json(
-            p, on_bad_file=on_bad_file, skipped=skipped))
-    else:
-        if input_read_episodes is None:
-            input_read_episodes = to == "tabular"
-        episodes = iter_episodes(paths, input_read_episodes=input_read_episodes,
-                                 input_read_schema=input_read_schema, on_bad_file=on_bad_file,
-                                 skipped=skipped)
-    with EpisodeWriter(output, output_write_episodes=to == "episodes",
-                       output_max_rows_per_file=output_max_rows_per_file,
-                       **write_options) as w:
-        w.write_many(episodes)
-    return w.close()
-
-
-def convert_minari(input_: Any, output: str, *, to: str, env: Any = None,
-                   output_max_rows_per_file: int | None = None, **read_options) -> list[str]:
-    """Converts between a Minari dataset and our Parquet formats (what `rljax-offline convert`
-    runs when the input or the output is `minari:DATASET_ID`).
-
-    `to="minari"` writes the episodes of `input_` (any `iter_episodes` input) as the Minari
-    dataset `output`; `to="episodes"`/`"tabular"` writes a Minari input as Parquet under
-    `output`. Returns the files written (for Minari: its data folder).
-    """
-    from rljax_offline.data.minari import _data_path, iter_minari_episodes, write_minari
-
-    if to == "minari":
-        episodes = iter_episodes(input_, **read_options)
-        ds = write_minari(episodes, output, env=env)
-        return [_data_path(ds.id if hasattr(ds, "id") else output)]
-    if to not in ("episodes", "tabular"):
-        raise ValueError(f"to must be 'episodes', 'tabular' or 'minari', got {to!r}")
-    with EpisodeWriter(output, output_write_episodes=to == "episodes",
-                       output_max_rows_per_file=output_max_rows_per_file) as writer:
-        writer.write_many(iter_minari_episodes(input_))
-    return writer.close()

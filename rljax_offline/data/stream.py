@@ -28,7 +28,7 @@ import numpy as np
 from flax import serialization
 
 from rljax_offline.episode.episode import Episode
-from rljax_offline.errors import OfflineDataError
+from rljax_offline.errors import DataChangedError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,10 +73,6 @@ class StreamCursor:
         return cls(epoch=int(summary["epoch"]), position=int(summary["position"]),
                    skip_rows=int(summary["skip_rows"]), replay_state=state,
                    batches=int(summary["batches"]))
-
-
-class DataChangedError(OfflineDataError):
-    """A stream resumed from a cursor did not find the data the cursor was made on."""
 
 
 def _num_rows(tree: Any) -> int:

@@ -31,6 +31,7 @@ import numpy as np
 
 from rljax_offline import spaces as sp
 from rljax_offline.episode import lookback as lb
+from rljax_offline.errors import EpisodeError
 from rljax_offline.tree_util import FrozenPytree, HostData, leading_dim, stack_items
 
 _ARRAY_FIELDS = ("observations", "actions", "rewards", "extra_model_outputs")
@@ -44,10 +45,6 @@ _HOST_FIELDS = ("id_", "agent_id", "module_id", "multi_agent_episode_id", "_info
 _NO_HOST_DATA = ("this Episode came out of a JAX transform (jit, tree_map, device_put), which "
                  "does not carry host data (id_, infos, custom_data): restore it with "
                  "ep.with_host_data(original) or use ep.to_numpy()")
-
-
-class EpisodeError(ValueError):
-    """An episode was built from inconsistent data (lengths, structure, shapes, ids)."""
 
 
 def _as_data(data: Any, spec: sp.SpaceSpec | None, what: str) -> Any:

@@ -32,16 +32,12 @@ import jax
 import numpy as np
 from flax import serialization
 
-from rljax_offline.errors import CheckpointError
+from rljax_offline.errors import CheckpointError, CheckpointNotFoundError
 
 STATE_FILE, META_FILE, MANIFEST_FILE = "state.msgpack", "meta.json", "manifest.json"
 FORMAT = 2
 _GEN = re.compile(r"^gen-(\d{8})$")
 _TMP_PREFIX = ".tmp-"
-
-
-class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
-    """`path` holds no complete checkpoint."""
 
 
 def _fsync_dir(path: str) -> None:

@@ -24,14 +24,9 @@ import time
 
 import jax
 
-from rljax_offline.errors import ConfigError
+from rljax_offline.errors import DistributedError
 
 _ADDRESS = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
-
-
-class DistributedError(ConfigError):
-    """A multi-process setting is wrong, or the processes could not join (named in the
-    message; a usage error: exit code 2 on the command line)."""
 
 
 def _check(coordinator_address, num_processes, process_id) -> None:
