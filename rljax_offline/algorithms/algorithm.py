@@ -67,6 +67,7 @@ from rljax_offline.learning.core import (
     select_devices,
     start_init_state,
 )
+from rljax_offline.models.module import Module, acting_module
 from rljax_offline.runtime import compilation_cache, distributed, gc_pause, host_memory
 from rljax_offline.runtime.background import Background
 
@@ -103,19 +104,10 @@ def _json_files(input_: Any) -> list[str]:
     return files
 
 
-class _PolicyView:
-    """What acting needs of a learner, in the shape `ActorPolicy` takes (a policy with
-    `apply(params, obs)`, `dist`, and for recurrent policies `forward`/`initial_state`): the
-    learner's `act` over all its params, or its recurrent `policy` on `params["policy"]`."""
-
-    def __init__(self, learner: Learner):
-        self.apply, self.dist = learner.act, learner.dist
-        policy, name = learner.policy, learner.policy_network
-        self.is_stateful = _is_stateful(learner)
-        if self.is_stateful:
-            self.initial_state = policy.initial_state
-            self.forward = lambda params, batch: policy.forward(
-                params if name is None else params[name], batch)
+def _acting_module(learner: Learner) -> Module:
+    """The Module the actor and export run: the learner's `act` on all its params, and its
+    recurrent `policy` on `params[policy_network]`."""
+    return acting_module(learner.act, learner.dist, learner.policy, learner.policy_network)
 
 
 def _is_stateful(learner: Learner) -> bool:
@@ -532,7 +524,7 @@ class Algorithm:
         needs its own: an actor holds its envs' windows)."""
         from rljax_offline.acting.actor import ActorPolicy
 
-        return ActorPolicy(_PolicyView(self.learner), None, self.spaces,
+        return ActorPolicy(_acting_module(self.learner), None, self.spaces,
                            self.env_to_module_connector, None, self.module_to_env_connector,
                            lookback=self.config.episode_lookback_horizon, explore=explore)
 
@@ -575,7 +567,7 @@ class Algorithm:
         from rljax_offline.export import PolicyParts, export_policy
 
         return export_policy(PolicyParts(
-            _PolicyView(self.learner), jax.device_get(self.state.params),
+            _acting_module(self.learner), jax.device_get(self.state.params),
             self.env_to_module_connector, self._e2m_state(), self.module_to_env_connector,
             self.spaces, self.config.episode_lookback_horizon), path, format)
 

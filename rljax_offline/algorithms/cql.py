@@ -63,8 +63,8 @@ from rljax_offline.learning.losses import (
     target_entropy,
 )
 from rljax_offline.models.distributions import action_scaler, categorical
-from rljax_offline.models.networks import Network
-from rljax_offline.models.policy import Policy, check_model_config, is_recurrent, recurrent_cell
+from rljax_offline.models.module import Module, policy_module
+from rljax_offline.models.policy import check_model_config, is_recurrent, recurrent_cell
 from rljax_offline.models.recurrent import step_rows
 
 ALPHA_PRIME_MAX = 1e6
@@ -320,7 +320,7 @@ def _discrete_learner(cfg: CQLConfig, obs_spec, act_spec) -> Learner:
         columns=("obs", "actions", "rewards", "new_obs", "terminateds"))
 
 
-def _q_greedy_policy(q: Network, obs_spec, act_spec, max_seq_len: int) -> Policy:
+def _q_greedy_policy(q: Module, obs_spec, act_spec, max_seq_len: int) -> Module:
     """A recurrent Q ensemble as the policy that acts (greedy in the mean Q over the
     ensemble, the Q values as categorical logits), on `params["q"]`."""
 
@@ -333,6 +333,6 @@ def _q_greedy_policy(q: Network, obs_spec, act_spec, max_seq_len: int) -> Policy
     def apply(params, obs):
         raise TypeError("a recurrent Q policy needs a state: call forward(params, batch)")
 
-    return Policy(init=q.init, apply=apply, dist=categorical(act_spec.n), obs_spec=obs_spec,
-                  act_spec=act_spec, forward=forward, initial_state=q.initial_state,
-                  max_seq_len=max_seq_len)
+    return policy_module(q.init, apply, categorical(act_spec.n), obs_spec=obs_spec,
+                         act_spec=act_spec, forward=forward, initial_state=q.initial_state,
+                         max_seq_len=max_seq_len)

@@ -49,7 +49,8 @@ class Connector(NamedTuple):
     """A piece (or pipeline). `lookback`: how many past steps before an episode's current
     one the piece reads (frame stacking of N: N - 1), so readers and env runners keep just
     enough; a pipeline needs the largest of its pieces'. `name`: the piece's name in
-    `named_states` (default: its factory's name); `pieces`: a pipeline's pieces."""
+    `named_states` (default: its factory's name); `pieces`: a pipeline's pieces. `role`:
+    what the piece is, where the actor or export must know (one of `ROLES`; "" for none)."""
 
     init: Callable[[Spaces], Any]
     apply: Callable[..., tuple]
@@ -57,10 +58,19 @@ class Connector(NamedTuple):
     lookback: int = 0
     name: str = ""
     pieces: tuple = ()
+    role: str = ""
+
+
+# A piece's declared `role`. Its lookback counts past observations unless the role says
+# otherwise: "prev_actions_rewards" reads past actions / rewards into the observations
+# (RLlib's `PrevActionsPrevRewards`), "states" the module's `state_out` after the previous
+# step (the next `state_in`); "observations" puts the observations into the batch.
+OBSERVATIONS, PREV_ACTIONS_REWARDS, STATES = "observations", "prev_actions_rewards", "states"
+ROLES = (OBSERVATIONS, PREV_ACTIONS_REWARDS, STATES)
 
 
 def stateless(apply: Callable, out_spaces: Callable[[Spaces], Spaces] | None = None,
-              lookback: int = 0) -> Connector:
+              lookback: int = 0, role: str = "") -> Connector:
     """A piece without state from `apply(episodes, batch, ctx) -> (episodes, batch)`."""
 
     def _apply(state, episodes, batch, ctx):
@@ -69,7 +79,7 @@ def stateless(apply: Callable, out_spaces: Callable[[Spaces], Spaces] | None = N
 
     return Connector(init=lambda spaces: (), apply=_apply,
                      out_spaces=out_spaces or (lambda spaces: spaces), lookback=int(lookback),
-                     name=_factory_name(apply))
+                     name=_factory_name(apply), role=role)
 
 
 def _factory_name(fn: Callable) -> str:
