@@ -9,9 +9,10 @@ import jax
 import numpy as np
 import pytest
 
-from rljax_offline.acting.actor import make_actor, window_reads
+from rljax_offline.acting.actor import make_actor
 from rljax_offline.acting.env_runner import EnvRunner
 from rljax_offline.acting.protocol import ActorProtocol, CallableActor, as_actor
+from rljax_offline.acting.window import window_reads
 from rljax_offline.connectors import (
     Spaces,
     default_env_to_module,

@@ -42,7 +42,7 @@ deployer without this package knows what to feed.
   `prev_actions`, `t`), outputs `actions`, `action_dist_inputs`, `state_out.h`, ...
 
 Which inputs a step takes comes from the env-to-module pipeline, by its pieces' declared
-roles (`acting.actor.window_reads`): a "prev_actions_rewards" piece reads the previous action /
+roles (`acting.window.window_reads`): a "prev_actions_rewards" piece reads the previous action /
 reward (more than the previous one is an `ExportError`), a "states" piece the recurrent state,
 and any other piece that reads past steps is taken to read past observations (frame stacking).
 The window those inputs fill is laid out by the actor itself (`Actor.state_at`).

@@ -10,7 +10,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from rljax_offline.acting.actor import make_actor, window_reads
+from rljax_offline.acting.actor import make_actor
+from rljax_offline.acting.window import window_reads
 from rljax_offline.connectors.core import Connector, Spaces
 from rljax_offline.models.actor_critic import acting_state, with_critic_state
 
@@ -58,7 +59,7 @@ class StepLayout(NamedTuple):
 
 
 def step_layout(parts: PolicyParts) -> StepLayout:
-    """What the actor reads of its window (`acting.actor.window_reads`), of which the
+    """What the actor reads of its window (`acting.window.window_reads`), of which the
     exported step takes only the previous action / reward."""
     reads = window_reads(parts.env_to_module, parts.spaces, parts.lookback,
                          parts.module.is_stateful)
