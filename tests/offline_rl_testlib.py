@@ -1,5 +1,5 @@
 """Shared helpers for the CQL and IQL tests: one update on a hand-made batch, the exact-resume
-check through the registry, and the best evaluation return of a short run."""
+check through the registry, and the evaluation returns of a short run."""
 
 import jax
 import jax.numpy as jnp
@@ -53,12 +53,15 @@ def assert_resume_is_exact(config, tmp_path):
     assert int(straight.state.step) == int(resumed.state.step) == updates
 
 
-def best_return(config, iterations):
-    """Highest mean evaluation return over `iterations` train() calls."""
+def evaluation_returns(config, iterations):
+    """The mean evaluation return after each of `iterations` train() calls."""
     algo = config.build()
-    best = -np.inf
-    for _ in range(iterations):
-        result = algo.train()
-        best = max(best, result["evaluation"]["env_runners"]["episode_return_mean"])
+    returns = [algo.train()["evaluation"]["env_runners"]["episode_return_mean"]
+               for _ in range(iterations)]
     algo.stop()
-    return best
+    return returns
+
+
+def level(returns, last=2):
+    """What a run has learned, not its luckiest evaluation: the mean of the last `last`."""
+    return float(np.mean(returns[-last:]))
