@@ -57,10 +57,11 @@ class CallableActor:
     def __init__(self, fn: Callable):
         self.fn = fn
         self._obs = None
+        self._num_envs = 0
 
     def reset(self, obs, seed: int) -> None:
         del seed
-        self._obs = obs
+        self._obs, self._num_envs = obs, num_rows(obs)
 
     def select(self) -> tuple[Any, dict | None]:
         out = self.fn(self._obs)
@@ -71,7 +72,7 @@ class CallableActor:
         self._obs = next_obs
 
     def running(self, num_envs: int) -> bool:
-        return self._obs is not None and num_rows(self._obs) == num_envs
+        return self._num_envs == num_envs
 
     def custom_data(self, env: int) -> dict:
         return {}
