@@ -31,7 +31,9 @@ from jax import lax
 from rljax_offline import BCConfig, CQLConfig, IQLConfig, MARWILConfig
 from rljax_offline import spaces as sp
 from rljax_offline.apps.recipes import RECIPES, record_mixed
-from rljax_offline.learning.core import DataParallel, init_state, select_devices
+from rljax_offline.learning.data_parallel import DataParallel, select_devices
+from rljax_offline.learning.init import init_state
+from rljax_offline.learning.update import BatchAxis
 
 MODEL = {"fcnet_hiddens": [256, 256]}
 CARTPOLE = (gym.spaces.Box(-5, 5, (4,), np.float32), gym.spaces.Discrete(2))
@@ -98,12 +100,12 @@ def bare_loop(learner, batch_size: int, num_updates: int):
             batch["loss_mask"] = jnp.ones(batch_size, jnp.float32)
             keys = jax.random.split(k_ex, batch_size)
             if learner.prepare is not None:
-                batch, extra = learner.prepare(params, extra, batch, keys)
+                batch, extra = learner.prepare(params, extra, batch, keys, BatchAxis())
             opt_states = dict(opt_states)
             for loss in learner.losses:
                 sub = {k: params[k] for k in loss.networks}
                 grads = jax.grad(lambda s, loss=loss, p=params: jnp.mean(
-                    loss.fn({**p, **s}, batch, keys)[0]))(sub)
+                    loss.fn({**p, **s}, batch, keys, BatchAxis())[0]))(sub)
                 updates, opt_states[loss.name] = loss.optimizer.update(
                     grads, opt_states[loss.name], sub)
                 params = {**params, **optax.apply_updates(sub, updates)}

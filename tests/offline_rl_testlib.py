@@ -7,7 +7,8 @@ import numpy as np
 
 from rljax_offline import spaces as sp
 from rljax_offline.algorithms.algorithm import Algorithm
-from rljax_offline.learning.core import DataParallel, init_state, select_devices
+from rljax_offline.learning.data_parallel import DataParallel, select_devices
+from rljax_offline.learning.init import init_state
 
 LEARNER_KEYS = "default_policy"
 

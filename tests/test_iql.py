@@ -15,6 +15,7 @@ from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.algorithms.iql import MAX_ADVANTAGE_WEIGHT
 from rljax_offline.apps.recipes import record_mixed
 from rljax_offline.learning.losses import expectile_loss
+from rljax_offline.learning.update import BatchAxis
 
 OBS = gym.spaces.Box(-1, 1, (2,), np.float32)
 SMALL = {"fcnet_hiddens": [32, 32]}
@@ -84,7 +85,8 @@ def test_advantage_weights_pick_the_better_minority_action():
     # The weights themselves, row by row: the better action's rows weigh far more than the
     # other's (whose advantage is negative), and the metric is their mean.
     (policy_loss,) = [loss for loss in spec.learning.losses if loss.name == "policy"]
-    _, aux = policy_loss.fn(state.params, {k: jnp.asarray(v) for k, v in batch.items()}, None)
+    _, aux = policy_loss.fn(state.params, {k: jnp.asarray(v) for k, v in batch.items()}, None,
+                            BatchAxis())
     weight, better = np.asarray(aux["advantage_weight_mean"]), batch["actions"] == 0
     adv = np.asarray(aux["advantage_mean"])
     assert adv[better].mean() > 0.1 and adv[~better].mean() < -0.5

@@ -31,7 +31,8 @@ from rljax_offline.connectors import Context, Spaces, default_learner, pipeline
 from rljax_offline.data import read_episodes
 from rljax_offline.episode.batch import EpisodeBatch
 from rljax_offline.episode.episode import Episode
-from rljax_offline.learning.core import DataParallel, init_state, select_devices
+from rljax_offline.learning.data_parallel import DataParallel, select_devices
+from rljax_offline.learning.init import init_state
 from rljax_offline.models.networks import value_network
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
