@@ -2,7 +2,7 @@
 replayed from an array), for an MLP policy on CartPole-sized observations:
 
 * bare: the jitted policy call (`policy.apply` + argmax), observations in, actions out;
-* actor: what `EnvRunner` runs per step with an `ActorPolicy` (`runners/actor.py`):
+* actor: what `EnvRunner` runs per step with an `ActorPolicy` (`acting/actor.py`):
   `observe` the last step, `select` the next actions (one jitted call), the actions
   and the recorded outputs (`action_logp`, `action_dist_inputs`) back on the host;
 * actor_and_recording: the same plus appending each env's step to its `EpisodeBuilder`;

@@ -291,9 +291,10 @@ def test_filter_then_frame_stack_reads_past_frames_as_normalized_at_their_step(o
     episodes (jitted, `apply_writing_back`) and the actor with learning statistics give RLlib's
     numbers in both orders (the first frame of episode 0 at call 1: 0, the first observation
     ever pushed)."""
-    from rljax_offline.acting.actor import ModulePolicy, make_actor
+    from rljax_offline.acting.actor import make_actor
     from rljax_offline.connectors import apply_writing_back
     from rljax_offline.episode.builder import EpisodeBuilder
+    from rljax_offline.models.module import callable_module
 
     rng = np.random.default_rng(0)
     T, N, k = 5, 6, 4
@@ -317,7 +318,7 @@ def test_filter_then_frame_stack_reads_past_frames_as_normalized_at_their_step(o
         np.testing.assert_allclose(want[1][0, 2 * 3:3 * 3], 0.0, atol=1e-12)
 
     act = Spaces.of(OBS, gym.spaces.Box(-np.inf, np.inf, (3 * k,), np.float32))
-    actor = make_actor(ModulePolicy(lambda x: x), act, default_env_to_module(act, *pieces),
+    actor = make_actor(callable_module(lambda x: x), act, default_env_to_module(act, *pieces),
                        update_env_to_module=True)
     got, s = actor.select_action(None, actor.init(obs[0], jax.random.PRNGKey(0)))[0::2]
     np.testing.assert_allclose(got, want[0], rtol=1e-4, atol=1e-4)

@@ -1,2 +1,3 @@
-"""Acting in gymnasium envs: the pure on-device actor, the `EnvRunner` that steps vector
-envs with it, behaviour policies and recording to Parquet."""
+"""Acting in gymnasium envs: the pure on-device actor (which owns the observation window), the
+one actor protocol the `EnvRunner` that steps vector envs speaks, behaviour policies and
+recording to Parquet."""

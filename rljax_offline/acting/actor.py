@@ -18,6 +18,10 @@ episodes hold it:
 `observe` expects the next observation of an env to be its reset observation where `fresh`
 is True. `extras` are what the runner records per step: `action_logp` and
 `action_dist_inputs` (with a module-to-env pipeline), `state_out` (recurrent policies).
+
+The window's layout is the actor's alone: `actor.state_at(obs, t, prev_actions, prev_rewards,
+state)` builds the state `observe` would hold from what one step of a deployed policy
+receives (what `export` compiles into a standalone graph).
 """
 
 from __future__ import annotations
@@ -62,18 +66,7 @@ class Actor(NamedTuple):
     observe: Callable       # (state, rewards, next_obs, fresh) -> state
     step: Callable          # observe then select_action, one device call
     window: int
-
-
-class ModulePolicy(NamedTuple):
-    """A plain callable `obs -> action_dist_inputs` (or actions, without a module-to-env
-    pipeline) in the policy interface the actor takes; it must be traceable by `jax.jit`."""
-
-    module: Callable
-    is_stateful: bool = False
-
-    def apply(self, params, obs):
-        del params
-        return self.module(obs)
+    state_at: Callable      # (obs, t, prev_actions, prev_rewards, state, obs_lookback) -> state
 
 
 def make_actor(policy, spaces: Spaces, env_to_module: Connector | None = None,
@@ -212,10 +205,65 @@ def make_actor(policy, spaces: Spaces, env_to_module: Connector | None = None,
     def step(params, state, rewards, next_obs, fresh):
         return select_action(params, observe(state, rewards, next_obs, fresh))
 
+    def state_at(obs, t=None, prev_actions=None, prev_rewards=None, state=None,
+                 obs_lookback: int = 0, rng=None) -> ActorState:
+        """The state `observe` leaves after `t` steps of each env's episode, from what one
+        step of a deployed policy receives (export builds its graph on this):
+
+        * `obs`: the latest observations `[N, ...]`, or with `obs_lookback = L > 0` the last
+          `L + 1` of them `[N, L + 1, ...]`, oldest first (`L <= window`);
+        * `t` `[N]`: steps since each env's reset (None: 0, every observation its episode's
+          first);
+        * `prev_actions` `[N, ...]`, `prev_rewards` `[N]`: the previous step's (None: zeros);
+        * `state`: the policy's state after the previous step (`[N, ...]` leaves; None: its
+          initial state).
+
+        As `observe` holds them: slots before an env's reset are zeros, and the state,
+        previous action / reward and past observations given where `t == 0` are not read;
+        window slots that none of the inputs fill are zeros."""
+        n = jax.tree_util.tree_leaves(obs)[0].shape[0]
+        t = jnp.zeros((n,), jnp.int32) if t is None else jnp.asarray(t, jnp.int32)
+        zero_action = jnp.zeros((n, *act_shape), act_dtype)
+        if stateful and state is None:
+            state = jax.tree_util.tree_map(
+                lambda x: jnp.broadcast_to(jnp.asarray(x), (n, *np.shape(x))),
+                policy.initial_state())
+        state = state if stateful else ()
+        chosen = (zero_action, jax.tree_util.tree_map(jnp.zeros_like, state))
+        rng = rng if explore else None
+        if obs_lookback > K:
+            raise ValueError(f"obs_lookback={obs_lookback} is more than the actor's window "
+                             f"of {K} past steps")
+        if K == 0:
+            return ActorState(jax.tree_util.tree_map(lambda x: x[:, None], obs), None, None,
+                              (), None, t, chosen, rng, e2m_state)
+        real = jnp.minimum(t, K)
+
+        def obs_window(x):
+            x = x[:, None] if obs_lookback == 0 else x
+            x = jnp.concatenate([jnp.zeros((n, K - obs_lookback, *x.shape[2:]), x.dtype), x],
+                                axis=1)
+            before_reset = jnp.arange(K + 1)[None, :] < (K - real)[:, None]
+            return jnp.where(before_reset.reshape(*before_reset.shape, *[1] * (x.ndim - 2)),
+                             jnp.zeros((), x.dtype), x)
+
+        def last_of_window(x, shape, dtype):
+            x = jnp.asarray(x, dtype).reshape(n, 1, *shape)
+            return jnp.concatenate([jnp.zeros((n, K - 1, *shape), dtype), x], axis=1)
+
+        actions = last_of_window(zero_action if prev_actions is None else prev_actions,
+                                 act_shape, act_dtype)
+        rewards = last_of_window(jnp.zeros((n,), jnp.float32) if prev_rewards is None
+                                 else prev_rewards, (), jnp.float32)
+        states = jax.tree_util.tree_map(lambda s: last_of_window(s, s.shape[1:], s.dtype),
+                                        state)
+        return ActorState(jax.tree_util.tree_map(obs_window, obs), actions, rewards, states,
+                          real.astype(jnp.int32), t, chosen, rng, e2m_state)
+
     return Actor(init=jax.jit(init), blank=blank, select_action=jax.jit(select_action),
                  # Not donating `state`: its arrays are tiny, and aliasing them makes XLA copy
                  # each before updating it (more kernels per step than fresh outputs).
-                 observe=jax.jit(observe), step=jax.jit(step), window=K)
+                 observe=jax.jit(observe), step=jax.jit(step), window=K, state_at=state_at)
 
 
 def host_key(seed: int):
@@ -228,14 +276,15 @@ def host_key(seed: int):
 
 
 class ActorPolicy:
-    """The actor as `EnvRunner` drives it: `reset(obs, seed)` after the envs reset,
-    `select() -> (actions, extras)` before each env step, `observe(rewards, next_obs, fresh)`
-    after it. The window, recurrent state and RNG stay on the device; each step is one
-    jitted call (`Actor.step`), and only the actions and the recorded outputs come back.
+    """The actor as `EnvRunner` drives it (`acting.protocol`): `reset(obs, seed)` after the
+    envs reset, `select() -> (actions, extras)` before each env step, `observe(rewards,
+    next_obs, fresh)` after it. The window, recurrent state and RNG stay on the device; each
+    step is one jitted call (`Actor.step`), and only the actions and the recorded outputs
+    come back.
 
     Args:
-      policy: a `rljax_offline.models.policy.Policy` (or anything with `apply(params, obs)`
-        and `is_stateful`; recurrent: `forward`, `initial_state`).
+      policy: a `rljax_offline.models.module.Module` (`apply(params, obs)`; recurrent:
+        `forward`, `initial_state`), e.g. `make_policy(...)` or an algorithm's acting module.
       params: its parameters (settable between steps: `actor.params = new`).
       spaces: the env's `Spaces`.
       env_to_module, module_to_env: connector pipelines (see `make_actor`).
@@ -273,6 +322,11 @@ class ActorPolicy:
         self._e2m_state = e2m_state
         if self._state is not None and e2m_state is not None:
             self._state = self._state._replace(pipeline_state=jax.device_put(e2m_state))
+
+    def custom_data(self, env: int) -> dict:
+        """Nothing per episode (the `acting.protocol` method)."""
+        del env
+        return {}
 
     def running(self, num_envs: int) -> bool:
         """Whether the actor holds the windows of `num_envs` running envs."""

@@ -161,8 +161,9 @@ def parse_mix(spec: str) -> list[tuple[Behavior, float]]:
 class BehaviorPolicy:
     """A recording policy: each episode follows one behaviour of `mix`, drawn when it starts.
 
-    `EnvRunner` calls `act(builders, seed)` once per vector step; an env whose builder is new
-    since the last call started an episode, so it draws a behaviour and tags the builder.
+    An actor of `acting.protocol` (what `EnvRunner` drives): `reset` and `observe` tell it
+    which envs start an episode (all of them, the `fresh` ones), each draws its behaviour
+    there, and `custom_data(env)` tags that episode with it.
 
     Args:
       base: the policy being perturbed, `obs_batch -> actions` (a scripted expert).
@@ -182,29 +183,38 @@ class BehaviorPolicy:
         for b in self.behaviors:
             b.check_space(action_space)
         self._rng = np.random.default_rng(seed)
-        self._builders: list = []
+        self._obs = None
         self._current: list[int] = []
 
-    def _assign(self, builders: list) -> None:
-        if len(self._builders) != len(builders):
-            self._builders, self._current = [None] * len(builders), [0] * len(builders)
-        for i, b in enumerate(builders):
-            if b is not self._builders[i]:
-                k = int(self._rng.choice(len(self.behaviors), p=self.weights))
-                self._builders[i], self._current[i] = b, k
-                b.custom_data["behavior"] = self.behaviors[k].name
+    def _draw(self, envs) -> None:
+        for i in envs:
+            self._current[i] = int(self._rng.choice(len(self.behaviors), p=self.weights))
 
-    def act(self, builders: list, seed: int) -> tuple[np.ndarray, dict]:
+    def reset(self, obs, seed: int) -> None:
         del seed  # draws come from our own generator, seeded once: reproducible recordings
-        self._assign(builders)
-        obs = np.stack([np.asarray(b.get_observations(-1)) for b in builders])
-        base = np.asarray(self.base(obs))
+        self._obs = np.asarray(obs)
+        self._current = [0] * len(self._obs)
+        self._draw(range(len(self._obs)))
+
+    def observe(self, rewards, next_obs, fresh) -> None:
+        del rewards
+        self._obs = np.asarray(next_obs)
+        self._draw(np.flatnonzero(np.asarray(fresh, bool)))
+
+    def running(self, num_envs: int) -> bool:
+        return self._obs is not None and len(self._obs) == num_envs
+
+    def custom_data(self, env: int) -> dict:
+        return {"behavior": self.behaviors[self._current[env]].name}
+
+    def select(self) -> tuple[np.ndarray, dict]:
+        n = len(self._obs)
+        base = np.asarray(self.base(self._obs))
         if isinstance(self.action_space, gym.spaces.Discrete):
-            base = base.astype(np.int64).reshape(len(builders))
+            base = base.astype(np.int64).reshape(n)
         else:
-            base = base.reshape((len(builders),) + self.action_space.shape).astype(
-                self.action_space.dtype)
-        actions, changed = base.copy(), np.zeros(len(builders), np.int8)
+            base = base.reshape((n,) + self.action_space.shape).astype(self.action_space.dtype)
+        actions, changed = base.copy(), np.zeros(n, np.int8)
         current = np.asarray(self._current)
         for k in np.unique(current):
             rows = np.flatnonzero(current == k)

@@ -1,15 +1,17 @@
 """`EnvRunner`: steps gymnasium vector envs with a policy and produces `Episode`s.
 
-The policy is one of
-* an `ActorPolicy` (`rljax_offline.acting.actor`; what `Algorithm.actor()` returns): env-to-module
-  -> module -> module-to-env on the device, one jitted call a step, lookback window and
-  recurrent state kept on the device; its `action_logp`, `action_dist_inputs` and `state_out`
-  are recorded per step;
+The runner speaks one protocol to the policy (`acting.protocol.ActorProtocol`: `reset`,
+`select`, `observe`, `running`, `custom_data`), which
+* an `ActorPolicy` (`rljax_offline.acting.actor`; what `Algorithm.actor()` returns) speaks:
+  env-to-module -> module -> module-to-env on the device, one jitted call a step, lookback
+  window and recurrent state kept on the device; its `action_logp`, `action_dist_inputs` and
+  `state_out` are recorded per step;
+* a `BehaviorPolicy` (`rljax_offline.acting.behavior`) speaks, tagging each episode with
+  its behaviour;
 * any callable `obs_batch -> actions` (or `-> (actions, extra_outputs)`), e.g. a scripted
-  expert; with `env_to_module=` / `module_to_env=` pipelines it runs between them, inside
-  the actor (it must then be traceable by `jax.jit`);
-* an object with `act(builders, seed) -> (actions, extras)` that sees the episodes so far
-  (`BehaviorPolicy`, which tags each episode with its behaviour).
+  expert, is brought into once (`CallableActor`); with `env_to_module=` / `module_to_env=`
+  pipelines it runs between them, inside an `ActorPolicy` (it must then be traceable by
+  `jax.jit`).
 
 Vector envs use gymnasium's NEXT_STEP autoreset: the step after an episode ends only resets
 that sub-env; the runner drops that step's action and starts a new episode from its obs.
@@ -26,10 +28,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from rljax_offline.acting.actor import ActorPolicy, ModulePolicy
+from rljax_offline.acting.actor import ActorPolicy
+from rljax_offline.acting.protocol import ActorProtocol, as_actor
+from rljax_offline.connectors.core import Spaces
 from rljax_offline.envs.make import env_factory
 from rljax_offline.episode.builder import EpisodeBuilder
 from rljax_offline.episode.episode import Episode
+from rljax_offline.models.module import callable_module
 
 
 def make_vector_env(env: Any, num_envs: int,
@@ -59,19 +64,27 @@ class EnvRunner:
                  lookback: int = 0, explore: bool = False):
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        self.env_id, self.policy, self.num_envs, self.seed = env, policy, num_envs, seed
+        self.env_id, self.num_envs, self.seed = env, num_envs, seed
         self.venv = make_vector_env(env, num_envs, env_config)
         self.observation_space = self.venv.single_observation_space
         self.action_space = self.venv.single_action_space
         if env_to_module is not None or module_to_env is not None:
-            from rljax_offline.connectors import Spaces
-
-            self.policy = ActorPolicy(
-                ModulePolicy(policy), None, Spaces.of(self.observation_space, self.action_space),
-                env_to_module, env_to_module_state, module_to_env, lookback=lookback,
-                explore=explore)
+            policy = ActorPolicy(
+                callable_module(policy), None,
+                Spaces.of(self.observation_space, self.action_space), env_to_module,
+                env_to_module_state, module_to_env, lookback=lookback, explore=explore)
+        self.policy = policy
         self._rng = np.random.default_rng(seed)
         self._resets = 0
+
+    @property
+    def policy(self) -> ActorProtocol:
+        """The actor the runner drives; set a new one (or a plain callable) between calls."""
+        return self._policy
+
+    @policy.setter
+    def policy(self, policy: Any) -> None:
+        self._policy = as_actor(policy)
 
     def close(self) -> None:
         self.venv.close()
@@ -79,16 +92,10 @@ class EnvRunner:
     def _seed(self) -> int:
         return int(self._rng.integers(2**31))
 
-    def _act(self, builders: list[EpisodeBuilder], obs: np.ndarray):
-        if isinstance(self.policy, ActorPolicy):
-            if not self.policy.running(self.num_envs):  # a new actor mid-stream: no lookback
-                self.policy.reset(obs, self._seed())
-            out = self.policy.select()
-        elif hasattr(self.policy, "act"):
-            out = self.policy.act(builders, self._seed())
-        else:
-            out = self.policy(obs)
-        actions, extras = out if isinstance(out, tuple) else (out, None)
+    def _act(self, obs: np.ndarray):
+        if not self._policy.running(self.num_envs):  # a new actor mid-stream: no lookback
+            self._policy.reset(obs, self._seed())
+        actions, extras = self._policy.select()
         actions = np.asarray(actions)
         if isinstance(self.action_space, gym.spaces.Discrete):
             actions = actions.astype(np.int64).reshape(self.num_envs)
@@ -97,19 +104,21 @@ class EnvRunner:
                 self.action_space.dtype)
         return actions, extras
 
-    def _new_builder(self) -> EpisodeBuilder:
-        return EpisodeBuilder(observation_space=self.observation_space,
-                              action_space=self.action_space)
+    def _new_builder(self, obs, i: int) -> EpisodeBuilder:
+        """Env `i`'s new episode, from its reset observation in `obs`; called after the actor
+        saw that observation (its `custom_data` for the episode is then known)."""
+        builder = EpisodeBuilder(observation_space=self.observation_space,
+                                 action_space=self.action_space)
+        builder.add_env_reset(_row(obs, i))
+        builder.custom_data.update(self._policy.custom_data(i))
+        return builder
 
     def _reset_all(self):
         """Resets every env: `(obs, builders, pending)` for `_step_all`."""
         obs, _ = self.venv.reset(seed=self.seed + self._resets)
         self._resets += 1
-        builders = [self._new_builder() for _ in range(self.num_envs)]
-        for i, b in enumerate(builders):
-            b.add_env_reset(_row(obs, i))
-        if isinstance(self.policy, ActorPolicy):
-            self.policy.reset(obs, self._seed())
+        self._policy.reset(obs, self._seed())
+        builders = [self._new_builder(obs, i) for i in range(self.num_envs)]
         return obs, builders, np.zeros(self.num_envs, bool)
 
     def _step_all(self, builders: list[EpisodeBuilder], obs, pending: np.ndarray):
@@ -117,15 +126,13 @@ class EnvRunner:
         Returns `(obs, done, steps)`: the new observations, the envs whose episode ended on
         this step (marked in `pending`; their builders still to be finalized), and the
         steps recorded (envs that only reset, NEXT_STEP autoreset, record none)."""
-        actions, extras = self._act(builders, obs)
+        actions, extras = self._act(obs)
         obs, rew, term, trunc, _ = self.venv.step(actions)
-        if isinstance(self.policy, ActorPolicy):
-            self.policy.observe(rew, obs, pending)  # pending: these envs only reset
+        self._policy.observe(rew, obs, pending)  # pending: these envs only reset
         done, steps = [], 0
         for i in range(self.num_envs):
             if pending[i]:  # NEXT_STEP autoreset: this step only reset env i
-                builders[i] = self._new_builder()
-                builders[i].add_env_reset(_row(obs, i))
+                builders[i] = self._new_builder(obs, i)
                 pending[i] = False
                 continue
             builders[i].add_env_step(_row(obs, i), actions[i], float(rew[i]),

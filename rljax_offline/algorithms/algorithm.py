@@ -43,6 +43,7 @@ from rljax_offline.envs.make import make_env
 from rljax_offline.learning.data_parallel import DataParallel, select_devices
 from rljax_offline.learning.init import start_init_state
 from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, TrainState
+from rljax_offline.models.module import Module, acting_module
 from rljax_offline.runtime.background import Background
 from rljax_offline.runtime.setup import ProcessSetup
 
@@ -59,19 +60,10 @@ def _env_spaces(config: AlgorithmConfig) -> tuple[gym.Space, gym.Space]:
         env.close()
 
 
-class _PolicyView:
-    """An `ActingSpec` in the shape `ActorPolicy` takes (a policy with `apply(params, obs)`,
-    `dist`, and for recurrent policies `forward`/`initial_state`): the spec's `act` over all
-    its params, or its recurrent `policy` on `params[policy_network]`."""
-
-    def __init__(self, acting: ActingSpec):
-        self.apply, self.dist = acting.act, acting.dist
-        policy, name = acting.policy, acting.policy_network
-        self.is_stateful = acting.is_stateful
-        if self.is_stateful:
-            self.initial_state = policy.initial_state
-            self.forward = lambda params, batch: policy.forward(
-                params if name is None else params[name], batch)
+def _acting_module(acting: ActingSpec) -> Module:
+    """The Module the actor and export run: the spec's `act` on all its params, and its
+    recurrent `policy` on `params[policy_network]`."""
+    return acting_module(acting.act, acting.dist, acting.policy, acting.policy_network)
 
 
 class Algorithm:
@@ -312,7 +304,7 @@ class Algorithm:
         needs its own: an actor holds its envs' windows)."""
         from rljax_offline.acting.actor import ActorPolicy
 
-        return ActorPolicy(_PolicyView(self.spec.acting), None, self.spaces,
+        return ActorPolicy(_acting_module(self.spec.acting), None, self.spaces,
                            self.env_to_module_connector, None, self.module_to_env_connector,
                            lookback=self.config.episode_lookback_horizon, explore=explore)
 
@@ -355,7 +347,7 @@ class Algorithm:
         from rljax_offline.export import PolicyParts, export_policy
 
         return export_policy(PolicyParts(
-            _PolicyView(self.spec.acting), jax.device_get(self.state.params),
+            _acting_module(self.spec.acting), jax.device_get(self.state.params),
             self.env_to_module_connector, self._e2m_state(), self.module_to_env_connector,
             self.spaces, self.config.episode_lookback_horizon), path, format)
 

@@ -76,8 +76,8 @@ from rljax_offline.learning.spec import (
 )
 from rljax_offline.models.actor_and_q import actor, check_bounded, q_ensemble
 from rljax_offline.models.distributions import action_scaler, categorical
-from rljax_offline.models.networks import Network
-from rljax_offline.models.policy import Policy, check_model_config, is_recurrent, recurrent_cell
+from rljax_offline.models.module import Module, policy_module
+from rljax_offline.models.policy import check_model_config, is_recurrent, recurrent_cell
 from rljax_offline.models.recurrent import step_rows
 
 ALPHA_PRIME_MAX = 1e6
@@ -336,7 +336,7 @@ def _discrete_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
     return AlgorithmSpec(learning, acting, DataSpec(columns=CQL_COLUMNS))
 
 
-def _q_greedy_policy(q: Network, obs_spec, act_spec, max_seq_len: int) -> Policy:
+def _q_greedy_policy(q: Module, obs_spec, act_spec, max_seq_len: int) -> Module:
     """A recurrent Q ensemble as the policy that acts (greedy in the mean Q over the
     ensemble, the Q values as categorical logits), on `params["q"]`."""
 
@@ -349,6 +349,6 @@ def _q_greedy_policy(q: Network, obs_spec, act_spec, max_seq_len: int) -> Policy
     def apply(params, obs):
         raise TypeError("a recurrent Q policy needs a state: call forward(params, batch)")
 
-    return Policy(init=q.init, apply=apply, dist=categorical(act_spec.n), obs_spec=obs_spec,
-                  act_spec=act_spec, forward=forward, initial_state=q.initial_state,
-                  max_seq_len=max_seq_len)
+    return policy_module(q.init, apply, categorical(act_spec.n), obs_spec=obs_spec,
+                         act_spec=act_spec, forward=forward, initial_state=q.initial_state,
+                         max_seq_len=max_seq_len)

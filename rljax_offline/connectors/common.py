@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax_offline import spaces as sp
-from rljax_offline.connectors.core import Connector, stateless
+from rljax_offline.connectors.core import OBSERVATIONS, STATES, Connector, stateless
 
 
 def zero_of(x):
@@ -60,7 +60,7 @@ def add_observations(as_learner_connector: bool = False) -> Connector:
             obs = latest(episodes.observations, episodes)
         return episodes, {**batch, "obs": obs}
 
-    return stateless(apply)
+    return stateless(apply, role=OBSERVATIONS)
 
 
 def num_sequences(T: int, S: int) -> int:
@@ -190,7 +190,7 @@ def add_states(max_seq_len: int | None = None, as_learner_connector: bool = True
             out["next_state_in"] = jax.tree_util.tree_map(gather, states, init)
         return episodes, out
 
-    return stateless(apply, lookback=1)  # the state_out of the step before
+    return stateless(apply, lookback=1, role=STATES)  # the state_out of the step before
 
 
 def frame_stack(num_frames: int) -> Connector:

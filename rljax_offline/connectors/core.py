@@ -58,7 +58,8 @@ class Connector(NamedTuple):
     `named_states` (default: its factory's name); `pieces`: a pipeline's pieces.
     `writes_back`: as RLlib's env-to-module `MeanStdFilter` (`set_observations(at_indices=-1)`),
     the piece's output observations are what the live episode holds from then on (see
-    `apply_writing_back`)."""
+    `apply_writing_back`). `role`: what the piece is, where the actor or export must know
+    (one of `ROLES`; "" for none)."""
 
     init: Callable[[Spaces], Any]
     apply: Callable[..., tuple]
@@ -67,10 +68,19 @@ class Connector(NamedTuple):
     name: str = ""
     pieces: tuple = ()
     writes_back: bool = False
+    role: str = ""
+
+
+# A piece's declared `role`. Its lookback counts past observations unless the role says
+# otherwise: "prev_actions_rewards" reads past actions / rewards into the observations
+# (RLlib's `PrevActionsPrevRewards`), "states" the module's `state_out` after the previous
+# step (the next `state_in`); "observations" puts the observations into the batch.
+OBSERVATIONS, PREV_ACTIONS_REWARDS, STATES = "observations", "prev_actions_rewards", "states"
+ROLES = (OBSERVATIONS, PREV_ACTIONS_REWARDS, STATES)
 
 
 def stateless(apply: Callable, out_spaces: Callable[[Spaces], Spaces] | None = None,
-              lookback: int = 0) -> Connector:
+              lookback: int = 0, role: str = "") -> Connector:
     """A piece without state from `apply(episodes, batch, ctx) -> (episodes, batch)`."""
 
     def _apply(state, episodes, batch, ctx):
@@ -79,7 +89,7 @@ def stateless(apply: Callable, out_spaces: Callable[[Spaces], Spaces] | None = N
 
     return Connector(init=lambda spaces: (), apply=_apply,
                      out_spaces=out_spaces or (lambda spaces: spaces), lookback=int(lookback),
-                     name=_factory_name(apply))
+                     name=_factory_name(apply), role=role)
 
 
 def _factory_name(fn: Callable) -> str:

@@ -21,7 +21,7 @@ from rljax_offline.connectors.common import (
     expand,
     zero_of,
 )
-from rljax_offline.connectors.core import Connector, Spaces, pipeline
+from rljax_offline.connectors.core import PREV_ACTIONS_REWARDS, Connector, Spaces, pipeline
 
 _LEAVES = (sp.BoxSpec, sp.DiscreteSpec, sp.MultiDiscreteSpec, sp.MultiBinarySpec)
 
@@ -206,7 +206,7 @@ def prev_actions_rewards(n_prev_actions: int = 1, n_prev_rewards: int = 1,
                      out_spaces=lambda s: s._replace(observation=_prev_spec(
                          s.observation, s.action, n_prev_actions, n_prev_rewards)),
                      lookback=max(n_prev_actions, n_prev_rewards),
-                     name="prev_actions_rewards")
+                     name="prev_actions_rewards", role=PREV_ACTIONS_REWARDS)
 
 
 def model_connectors(model_config: dict) -> list[Connector]:

@@ -2,8 +2,8 @@
 (RLlib's `fcnet_hiddens` / `fcnet_activation`, and `use_lstm` / `use_gru` /
 `lstm_cell_size`) and the same observation encoding.
 
-Every network is a trunk and a head, so the learners have one code path for feed-forward and
-recurrent networks alike:
+Every network is a `models.module.Module`, a trunk (`steps`) and a head, so the learners have
+one code path for feed-forward and recurrent networks alike:
 
 * `steps(params, batch, with_next=False, state_in=None)`: the trunk's features at every
   timestep of a learner batch as rows `[N, F]` (and at the next observations), see
@@ -27,8 +27,7 @@ The factories:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -37,6 +36,7 @@ import numpy as np
 from rljax_offline import spaces as sp
 from rljax_offline.models import recurrent
 from rljax_offline.models.distributions import action_scaler
+from rljax_offline.models.module import Module
 from rljax_offline.models.policy import (
     MLP,
     check_model_config,
@@ -46,22 +46,7 @@ from rljax_offline.models.policy import (
     recurrent_cell,
 )
 
-
-class Network(NamedTuple):
-    """A value-type network as pure functions (see the module docstring). `forward` and
-    `initial_state` are set for recurrent networks only: `forward(params, {obs [B, T, ...],
-    state_in, seq_lens}) -> (features [B, T, F], state_out)`."""
-
-    init: Callable[[jax.Array], Any]
-    apply: Callable
-    steps: Callable
-    head: Callable
-    forward: Callable | None = None
-    initial_state: Callable | None = None
-
-    @property
-    def is_stateful(self) -> bool:
-        return self.forward is not None
+Network = Module  # value and Q networks are `Module`s (the name their callers annotate with)
 
 
 def _network(obs_spec: Any, out_dim: int, model_config: dict | None, *,
@@ -97,7 +82,7 @@ def _network(obs_spec: Any, out_dim: int, model_config: dict | None, *,
         def steps(params, batch, with_next=False, state_in=None):
             return recurrent.step_outputs(features, None, params, batch, None, with_next)
 
-        return Network(init=lambda rng: net.init(rng, dummy),
+        return Module(init=lambda rng: net.init(rng, dummy),
                        apply=lambda params, obs, *args: head(params, features(params, obs),
                                                              *args),
                        steps=steps, head=head)
@@ -134,7 +119,7 @@ def _network(obs_spec: Any, out_dim: int, model_config: dict | None, *,
         raise TypeError("a recurrent network needs sequences and a state: use "
                         "network.steps(params, batch) and network.head")
 
-    return Network(init=init, apply=apply, steps=steps, head=head, forward=forward,
+    return Module(init=init, apply=apply, steps=steps, head=head, forward=forward,
                    initial_state=initial_state)
 
 
@@ -188,7 +173,7 @@ def ensemble(network: Network, n: int) -> Network:
                         in_axes=(0, 1))(params, state_in)
 
     if not network.is_stateful:
-        return Network(init=init, apply=apply, steps=steps, head=head)
+        return Module(init=init, apply=apply, steps=steps, head=head)
 
     def forward(params, seq):
         return jax.vmap(lambda p, s: network.forward(p, {**seq, "state_in": s}),
@@ -199,5 +184,5 @@ def ensemble(network: Network, n: int) -> Network:
         return jax.tree_util.tree_map(lambda x: jnp.stack([x] * n, axis=axis),
                                       network.initial_state(batch_size))
 
-    return Network(init=init, apply=apply, steps=steps, head=head, forward=forward,
+    return Module(init=init, apply=apply, steps=steps, head=head, forward=forward,
                    initial_state=initial_state)

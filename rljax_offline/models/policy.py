@@ -36,7 +36,7 @@ pipeline's `out_spaces`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -45,7 +45,7 @@ import numpy as np
 
 from rljax_offline import spaces as sp
 from rljax_offline.models import cnn, recurrent
-from rljax_offline.models.distributions import Distribution, for_space
+from rljax_offline.models.distributions import for_space
 from rljax_offline.models.encoders import (
     ACTIVATIONS,
     MLPEncoder,
@@ -53,6 +53,7 @@ from rljax_offline.models.encoders import (
     encode_observations,
     head_init,
 )
+from rljax_offline.models.module import Module, policy_module
 
 # RLlib's model-config keys this package understands, with their defaults. `make_policy` and
 # the configs' `rl_module(model_config=...)` validate against this one table.
@@ -83,49 +84,7 @@ class MLP(nn.Module):
             self.final_scale, "fan_in", "truncated_normal"))(x)
 
 
-class Policy(NamedTuple):
-    """`init(rng) -> params`, `apply(params, obs[N, ...]) -> action_dist_inputs[N, d]`,
-    `dist`: the action distribution, `greedy_action`/`sample_action` for acting. Recurrent
-    policies add `forward`, `initial_state` and `max_seq_len` (see the module docstring)."""
-
-    init: Any
-    apply: Any
-    dist: Distribution
-    obs_spec: Any
-    act_spec: Any
-    forward: Any = None        # recurrent: (params, batch) -> (dist_inputs [B, T, d], state_out)
-    initial_state: Any = None  # recurrent: (batch_size=None) -> the zero state
-    max_seq_len: int | None = None
-
-    @property
-    def is_stateful(self) -> bool:
-        return self.forward is not None
-
-    def dist_inputs(self, params, batch: dict) -> jax.Array:
-        """`action_dist_inputs` for a learner batch (what losses call): from `obs` `[N, ...]`,
-        or for a recurrent policy from `obs` `[B, T, ...]`, `state_in`, `seq_lens`."""
-        if self.forward is not None:
-            return self.forward(params, batch)[0]
-        return self.apply(params, batch["obs"])
-
-    def steps(self, params, batch: dict, *, with_next: bool = False):
-        """`action_dist_inputs` at every timestep of a learner batch as rows `[N, d]` (and at
-        the next observations with `with_next`), a recurrent policy unrolled from the
-        batch's `state_in` (see `recurrent.step_outputs`)."""
-        return recurrent.step_outputs(self.apply, self.forward, params, batch,
-                                      batch.get("state_in"), with_next)
-
-    def logp(self, params, obs, actions):
-        return self.dist.logp(self.apply(params, obs), actions)
-
-    def entropy(self, params, obs):
-        return self.dist.entropy(self.apply(params, obs))
-
-    def greedy_action(self, params, obs):
-        return self.dist.greedy(self.apply(params, obs))
-
-    def sample_action(self, params, obs, rng):
-        return self.dist.sample(self.apply(params, obs), rng)
+Policy = Module  # a policy is a `Module` with a `dist` (the name call sites annotate with)
 
 
 class ObservationEncoder(nn.Module):
@@ -207,8 +166,8 @@ def make_policy(obs_spec: Any, act_spec: Any, fcnet_hiddens: Sequence[int] = (25
     def apply(params, obs):
         return net.apply(params, prepare(obs))
 
-    return Policy(init=lambda rng: net.init(rng, dummy), apply=apply, dist=dist,
-                  obs_spec=obs_spec, act_spec=act_spec)
+    return policy_module(lambda rng: net.init(rng, dummy), apply, dist, obs_spec=obs_spec,
+                         act_spec=act_spec)
 
 
 def observation_encoder(obs_spec: Any, cfg: dict) -> tuple[nn.Module, tuple, Any]:
@@ -257,10 +216,10 @@ def _recurrent_policy(encoder, dist, obs_spec, act_spec, obs_shape, obs_dtype, c
         raise TypeError("a recurrent policy needs a state: call policy.forward(params, batch) "
                         "with 'obs' [B, T, ...], 'state_in' and 'seq_lens'")
 
-    return Policy(
-        init=lambda rng: net.init(rng, *recurrent.dummy_inputs(cell_type, cell_size, obs_shape,
-                                                                 obs_dtype)),
-        apply=apply, dist=dist, obs_spec=obs_spec, act_spec=act_spec, forward=forward,
+    return policy_module(
+        lambda rng: net.init(rng, *recurrent.dummy_inputs(cell_type, cell_size, obs_shape,
+                                                            obs_dtype)),
+        apply, dist, obs_spec=obs_spec, act_spec=act_spec, forward=forward,
         initial_state=lambda batch_size=None: recurrent.initial_state(cell_type, cell_size,
                                                                       batch_size),
         max_seq_len=max_seq_len)

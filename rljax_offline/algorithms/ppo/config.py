@@ -24,7 +24,7 @@ the learner pipeline on each iteration's rollouts with the current params
 
 Recurrent policies (`use_lstm` / `use_gru`, `lstm_cell_size`, `max_seq_len`,
 `lstm_use_prev_action` / `_reward`): RLlib's PPO module with `vf_share_layers=False`
-(`actor_critic_module`): the policy and the value network each have their own encoder and
+(`models.actor_critic`): the policy and the value network each have their own encoder and
 cell, and the module's state is `{"actor": .., "critic": ..}`, recorded as `state_out` at
 every sampled step. The learner pipeline cuts each rollout chunk into `max_seq_len`
 sequences with the recorded `state_in` (the initial state at an episode's start), zero
@@ -67,11 +67,16 @@ from rljax_offline.learning.spec import (
     LearningSpec,
     Loss,
 )
+from rljax_offline.models.actor_critic import (
+    ACTOR,
+    CRITIC,
+    actor_critic_module,
+    init_policy_and_value,
+)
 from rljax_offline.models.networks import Network, value_network
-from rljax_offline.models.policy import MODEL_CONFIG_DEFAULTS, Policy, is_recurrent, make_policy
+from rljax_offline.models.policy import MODEL_CONFIG_DEFAULTS, is_recurrent, make_policy
 from rljax_offline.models.recurrent import step_rows
 
-ACTOR, CRITIC = "actor", "critic"  # RLlib's keys of an actor-critic module's state
 PPO_COLUMNS = ("obs", "actions", "action_logp", "advantages", "value_targets", "vf_preds")
 
 
@@ -167,37 +172,6 @@ def standardize(x, mask=None, eps: float = 1e-8):
     return np.where(mask, (x - mean) / (std + eps), 0.0).astype(x.dtype)
 
 
-def _init_policy_and_value(policy: Policy, value: Network):
-    """`rng -> {"policy": .., "value": ..}`: PPO's params, each network from its own key."""
-
-    def init(rng):
-        k1, k2 = jax.random.split(rng)
-        return {"policy": policy.init(k1), "value": value.init(k2)}
-
-    return init
-
-
-def actor_critic_module(policy: Policy, value: Network) -> Policy:
-    """RLlib's recurrent PPO module with `vf_share_layers=False`: the policy and the value
-    network each with their own encoder and cell, one state `{"actor": .., "critic": ..}`
-    (RLlib's `ActorCriticEncoder` keys). Acting runs both cells, so the recorded `state_out`
-    holds the critic's state too and the learner unrolls `V` from it, as RLlib's
-    `compute_values` reads `state_in["critic"]`. Params: `{"policy": .., "value": ..}`."""
-
-    def forward(params, batch):
-        state = batch["state_in"]
-        out, actor_state = policy.forward(params["policy"], {**batch, "state_in": state[ACTOR]})
-        _, critic_state = value.forward(params["value"], {**batch, "state_in": state[CRITIC]})
-        return out, {ACTOR: actor_state, CRITIC: critic_state}
-
-    def initial_state(batch_size=None):
-        return {ACTOR: policy.initial_state(batch_size),
-                CRITIC: value.initial_state(batch_size)}
-
-    return policy._replace(init=_init_policy_and_value(policy, value), forward=forward,
-                           initial_state=initial_state)
-
-
 def _network_state(batch: dict, part: str):
     """One network's `state_in` of an actor-critic batch (None for feed-forward batches)."""
     return batch["state_in"][part] if "state_in" in batch else None
@@ -284,7 +258,7 @@ class PPOConfig(AlgorithmConfig):
         clip, vf_clip = self.clip_param, self.vf_clip_param
         vf_coeff, ent_coeff, use_kl = self.vf_loss_coeff, self.entropy_coeff, self.use_kl_loss
 
-        init = _init_policy_and_value(policy, value)
+        init = init_policy_and_value(policy, value)
 
         def prepare(params, extra, batch, rng, axis):
             coeff = jnp.broadcast_to(extra["curr_kl_coeff"], batch["loss_mask"].shape)
