@@ -10,7 +10,7 @@ would have had. `from_checkpoint` rebuilds any registered algorithm from its fol
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 
@@ -21,14 +21,11 @@ from rljax_offline.data.stream import StreamCursor
 from rljax_offline.learning import checkpoint as ckpt
 from rljax_offline.runtime import distributed
 
-if TYPE_CHECKING:  # the facade imports this module
-    from rljax_offline.algorithms.algorithm import Algorithm
-
 CHECKPOINT_FORMAT = 2
 STREAM_FILE = "stream.msgpack"
 
 
-def save(algo: Algorithm, path: str) -> str:
+def save(algo: Any, path: str) -> str:  # algo: an `Algorithm` (the facade imports this module)
     """An atomic checkpoint of `algo`, the stream cursor of streamed data included. In a
     multi-process run every process calls it (each hands over its own cursor) and process 0
     alone writes."""
@@ -43,7 +40,7 @@ def save(algo: Algorithm, path: str) -> str:
     return ckpt.save_checkpoint(path, algo.state, meta, files)
 
 
-def restore(algo: Algorithm, path: str) -> None:
+def restore(algo: Any, path: str) -> None:
     """Loads a checkpoint of `algo`'s algorithm into it; training continues exactly where
     it was."""
     meta = ckpt.load_meta(path)

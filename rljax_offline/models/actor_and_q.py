@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from rljax_offline import spaces as sp
-from rljax_offline.algorithms.config import ConfigError
+from rljax_offline.errors import ConfigError
 from rljax_offline.models.distributions import squashed_gaussian
 from rljax_offline.models.networks import (
     Network,
