@@ -137,7 +137,7 @@ class Algorithm:
         self.spaces = Spaces.of(obs_space, act_space)
         self._obs_space, self._act_space = obs_space, act_space
         config.check_spaces(self.spaces.observation, self.spaces.action)
-        custom = list(config.learner_connector(self.spaces)) if config.learner_connector else []
+        custom = config.learner_connector_pieces(self.spaces)
         # lstm_use_prev_action / _reward: stateless pieces after the user's, in both pipelines
         model = model_connectors(config.model_config or {})
         base = default_learner(
