@@ -127,9 +127,10 @@ def timed(fn, state, data, repeats):
 
 def throughput(name, batch_size, num_updates, repeats=2):
     config, spaces = CASES[name]
-    learner = config.rl_module(model_config=MODEL).make_learner(
+    spec = config.rl_module(model_config=MODEL).make_spec(
         sp.to_spec(spaces[0]), sp.to_spec(spaces[1]))
-    data = random_data(learner.columns, spaces, 20_000)
+    learner = spec.learning
+    data = random_data(spec.data.columns, spaces, 20_000)
     dp = DataParallel(learner, select_devices(1), batch_size)
     scan = dp.scan_on_device(num_updates)
     state = dp.put_replicated(init_state(learner, 0))

@@ -68,8 +68,8 @@ def bare_loop(obs, act):
 
 
 def ours(obs, act, num_devices):
-    learner = BCConfig().training(lr=1e-3).make_learner(
-        sp.to_spec(gym.spaces.Box(-5, 5, (4,))), sp.to_spec(gym.spaces.Discrete(2)))
+    learner = BCConfig().training(lr=1e-3).make_spec(
+        sp.to_spec(gym.spaces.Box(-5, 5, (4,))), sp.to_spec(gym.spaces.Discrete(2))).learning
     dp = DataParallel(learner, select_devices(num_devices), B)
     state = dp.put_replicated(init_state(learner, 0))
     data = dp.put_data({"obs": obs, "actions": act})  # sharded on rows, once

@@ -80,9 +80,10 @@ def random_columns(columns, obs_space, act_space, n, seed=0):
     return {c: makers[c]() for c in columns}
 
 
-def learner_for(config, spaces):
+def spec_for(config, spaces):
+    """The config's `AlgorithmSpec` for gymnasium spaces."""
     obs_space, act_space = spaces
-    return config.make_learner(sp.to_spec(obs_space), sp.to_spec(act_space))
+    return config.make_spec(sp.to_spec(obs_space), sp.to_spec(act_space))
 
 
 def to_float64(tree):

@@ -25,7 +25,7 @@ distributed.initialize(address, num, pid, initialization_timeout_s=60, heartbeat
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
-from learner_testlib import ALGORITHM_CASES, learner_for, max_diff, random_columns, to_float64  # noqa: E402
+from learner_testlib import ALGORITHM_CASES, max_diff, random_columns, spec_for, to_float64  # noqa: E402
 
 from rljax_offline.learning.core import (  # noqa: E402
     DataParallel,
@@ -39,18 +39,19 @@ N, SPLIT, LENGTHS = 61, 25, ([10, 15], [20, 1, 15])
 
 def run(case):
     _, config, spaces = case
-    learner = learner_for(config, spaces)
-    data = to_float64(random_columns(learner.columns, *spaces, N, seed=4))
+    spec = spec_for(config, spaces)
+    data = to_float64(random_columns(spec.data.columns, *spaces, N, seed=4))
+    learning = spec.learning
     mine = slice(0, SPLIT) if pid == 0 else slice(SPLIT, N)
     local = jax.tree_util.tree_map(lambda x: x[mine], data)
     out = {}
     for unit in ("timesteps", "episodes"):
-        dp = DataParallel(learner, select_devices(), 16)
-        state = dp.put_replicated(to_float64(init_state(learner, 7)))
+        dp = DataParallel(learning, select_devices(), 16)
+        state = dp.put_replicated(to_float64(init_state(learning, 7)))
         state, metrics = dp.scan_on_device(4, unit)(state, dp.put_data(local, LENGTHS[pid]))
         got = jax.device_get(state.params)
-        one = DataParallel(learner, jax.local_devices()[:1], 16, mode="jit")
-        ref_state = one.put_replicated(to_float64(init_state(learner, 7)))
+        one = DataParallel(learning, jax.local_devices()[:1], 16, mode="jit")
+        ref_state = one.put_replicated(to_float64(init_state(learning, 7)))
         ref_data = one.put_data(data, LENGTHS[0] + LENGTHS[1])
         ref = jax.device_get(one.scan_on_device(4, unit)(ref_state, ref_data)[0].params)
         leaves = jax.tree_util.tree_leaves(got)
@@ -59,15 +60,15 @@ def run(case):
                      "devices": len(dp.devices), "step": int(jax.device_get(state.step))}
     # Streamed: this process's 8 rows of each 16-row global batch, already on a local
     # device, through the prefetch thread; equals one device stepping the global batches.
-    dp = DataParallel(learner, select_devices(), 16)
+    dp = DataParallel(learning, select_devices(), 16)
     batches = [jax.tree_util.tree_map(lambda x, i=i: x[i * 16:(i + 1) * 16], data)
                for i in range(3)]
     mine = [jax.device_put(jax.tree_util.tree_map(lambda x: x[pid * 8:(pid + 1) * 8], b),
                            jax.local_devices()[0]) for b in batches]
-    state = dp.put_replicated(to_float64(init_state(learner, 7)))
+    state = dp.put_replicated(to_float64(init_state(learning, 7)))
     state, _ = dp.stream_updates(state, prefetch_to_device(iter(mine), dp.put_sharded), 3)
-    one = DataParallel(learner, jax.local_devices()[:1], 16, mode="jit")
-    ref = one.put_replicated(to_float64(init_state(learner, 7)))
+    one = DataParallel(learning, jax.local_devices()[:1], 16, mode="jit")
+    ref = one.put_replicated(to_float64(init_state(learning, 7)))
     for b in batches:
         ref, _ = one.step(ref, b)
     got = jax.device_get(state.params)

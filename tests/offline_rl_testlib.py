@@ -12,15 +12,15 @@ from rljax_offline.learning.core import DataParallel, init_state, select_devices
 LEARNER_KEYS = "default_policy"
 
 
-def learner_of(config, obs_space, act_space):
-    return config.make_learner(sp.to_spec(obs_space), sp.to_spec(act_space))
+def spec_of(config, obs_space, act_space):
+    return config.make_spec(sp.to_spec(obs_space), sp.to_spec(act_space))
 
 
-def run_updates(learner, batch, *counts, seed=0):
-    """The state and metrics after each of `counts` updates (ascending) of `learner` on the
+def run_updates(spec, batch, *counts, seed=0):
+    """The state and metrics after each of `counts` updates (ascending) of `spec` on the
     same batch; one compiled step (plain jit, one device)."""
-    dp = DataParallel(learner, select_devices(1), len(batch["obs"]), mode="jit")
-    state = dp.put_replicated(init_state(learner, seed))
+    dp = DataParallel(spec.learning, select_devices(1), len(batch["obs"]), mode="jit")
+    state = dp.put_replicated(init_state(spec.learning, seed))
     batch = {k: jnp.asarray(v) for k, v in batch.items()}
     out, done, metrics = [], 0, None
     for count in counts:

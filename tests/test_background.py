@@ -53,7 +53,7 @@ def test_background_raises_the_worker_error_each_time_it_is_asked():
 
 def test_the_state_initialised_in_the_background_is_the_synchronous_one():
     algo = _config().build()
-    expected = core.init_state(algo.learner, algo.config.seed)
+    expected = core.init_state(algo.spec.learning, algo.config.seed)
     got = algo.state  # waits for the background init
     for a, b in zip(*(map(np.asarray, core.jax.tree_util.tree_leaves(s.params))
                       for s in (got, expected))):
@@ -62,15 +62,16 @@ def test_the_state_initialised_in_the_background_is_the_synchronous_one():
 
 
 def test_a_mistake_in_the_learners_init_still_raises_in_build(monkeypatch):
-    make = BCConfig.make_learner
+    make = BCConfig.make_spec
 
     def broken_init(self, obs_spec, act_spec):
         def init(rng):
             raise ValueError("hidden layer sizes must be positive")
 
-        return make(self, obs_spec, act_spec)._replace(init=init)
+        spec = make(self, obs_spec, act_spec)
+        return spec._replace(learning=spec.learning._replace(init=init))
 
-    monkeypatch.setattr(BCConfig, "make_learner", broken_init)
+    monkeypatch.setattr(BCConfig, "make_spec", broken_init)
     with pytest.raises(ValueError, match="hidden layer sizes must be positive"):
         _config().build()  # traced on the caller's thread: no deferred surprise
     assert _threads_left() == []

@@ -7,24 +7,24 @@ import jax
 import numpy as np
 import pytest
 from flax import serialization
-from learner_testlib import DISCRETE, learner_for, random_columns
+from learner_testlib import DISCRETE, random_columns, spec_for
 
 from rljax_offline.algorithms.bc import BCConfig
 from rljax_offline.learning import checkpoint as ckpt
 from rljax_offline.learning.core import DataParallel, init_state, select_devices
 
 
-def bc_learner(hiddens):
-    return learner_for(BCConfig().training(lr=1e-3).rl_module(
+def bc_spec(hiddens):
+    return spec_for(BCConfig().training(lr=1e-3).rl_module(
         model_config={"fcnet_hiddens": list(hiddens)}), DISCRETE)
 
 
 @pytest.fixture(scope="module")
 def learner():
-    bc = bc_learner((32, 32))
-    data = random_columns(bc.columns, *DISCRETE, 2048)
-    dp = DataParallel(bc, select_devices(2), 256)
-    return bc, None, dp, dp.scan_on_device(10), dp.put_data(data)
+    bc = bc_spec((32, 32))
+    data = random_columns(bc.data.columns, *DISCRETE, 2048)
+    dp = DataParallel(bc.learning, select_devices(2), 256)
+    return bc.learning, None, dp, dp.scan_on_device(10), dp.put_data(data)
 
 
 def leaves_equal(a, b):
@@ -90,7 +90,7 @@ def test_mismatched_checkpoints_are_refused(learner, tmp_path):
     policy, opt, *_ = learner
     ckpt.save_checkpoint(str(tmp_path / "c"), init_state(policy), {})
     with pytest.raises(ValueError, match="does not match"):
-        ckpt.load_state(str(tmp_path / "c"), init_state(bc_learner((16,))))
+        ckpt.load_state(str(tmp_path / "c"), init_state(bc_spec((16,)).learning))
     with pytest.raises(FileNotFoundError, match="not a checkpoint"):
         ckpt.load_meta(str(tmp_path))
 

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from offline_rl_testlib import assert_resume_is_exact, learner_of, run_updates
+from offline_rl_testlib import assert_resume_is_exact, run_updates, spec_of
 
 from rljax_offline import CQLConfig
 from rljax_offline import spaces as sp
@@ -56,16 +56,16 @@ def test_bad_values_are_one_line_named_errors(kwargs, message):
 
 def test_unbounded_box_actions_are_refused_before_compiling():
     with pytest.raises(ConfigError, match="finite bounds"):
-        learner_of(CQLConfig(), OBS, gym.spaces.Box(-np.inf, np.inf, (1,), np.float32))
+        spec_of(CQLConfig(), OBS, gym.spaces.Box(-np.inf, np.inf, (1,), np.float32))
     with pytest.raises(ConfigError, match="Discrete and Box"):
-        learner_of(CQLConfig(), OBS, gym.spaces.MultiDiscrete([2, 2]))
+        spec_of(CQLConfig(), OBS, gym.spaces.MultiDiscrete([2, 2]))
 
 
 def test_discrete_cql_pushes_unseen_actions_down():
     cfg = CQLConfig().training(critic_lr=3e-3).rl_module(model_config=SMALL)
-    learner = learner_of(cfg, OBS, DISCRETE)
-    state, metrics = run_updates(learner, terminal_batch(np.zeros(N, np.int64)), 150)
-    q = np.asarray(learner.act(state.params, jnp.asarray(terminal_batch(None)["obs"])))
+    spec = spec_of(cfg, OBS, DISCRETE)
+    state, metrics = run_updates(spec, terminal_batch(np.zeros(N, np.int64)), 150)
+    q = np.asarray(spec.acting.act(state.params, jnp.asarray(terminal_batch(None)["obs"])))
     # Q of the data's action is near its true value 0; the unseen ones are pushed below it.
     assert np.all(q[:, 1:] < q[:, :1] - 0.5), q[:4]
     assert abs(float(np.mean(q[:, 0]))) < 1.0
@@ -74,9 +74,9 @@ def test_discrete_cql_pushes_unseen_actions_down():
 
 def test_discrete_targets_are_hard_copies_every_period():
     cfg = CQLConfig().training(target_network_update_freq=3).rl_module(model_config=SMALL)
-    learner = learner_of(cfg, OBS, DISCRETE)
+    spec = spec_of(cfg, OBS, DISCRETE)
     batch = terminal_batch(np.zeros(N, np.int64))
-    (start, _), (two, _), (three, _) = run_updates(learner, batch, 1, 2, 3)
+    (start, _), (two, _), (three, _) = run_updates(spec, batch, 1, 2, 3)
     assert np.array_equal(first_leaf(two.params["target_q"]), first_leaf(start.params["target_q"]))
     assert not np.array_equal(first_leaf(two.params["target_q"]), first_leaf(two.params["q"]))
     assert np.array_equal(first_leaf(three.params["target_q"]), first_leaf(three.params["q"]))
@@ -94,12 +94,13 @@ def box_q(cfg, params, obs, actions):
 def test_box_cql_values_data_actions_above_others_and_warms_up_with_bc():
     cfg = CQLConfig().training(bc_iters=100, actor_lr=3e-3, critic_lr=3e-3,
                                num_actions=4).rl_module(model_config=SMALL)
-    learner = learner_of(cfg, OBS, BOX)
+    spec = spec_of(cfg, OBS, BOX)
     batch = terminal_batch(np.full((N, 1), 1.5, np.float32))
-    (state, metrics), (later, later_metrics) = run_updates(learner, batch, 100, 101)
+    (state, metrics), (later, later_metrics) = run_updates(spec, batch, 100, 101)
     assert float(metrics["bc_phase"]) == 1.0
     # After the warm-up the actor imitates the data: its greedy action is near 1.5.
-    greedy = np.asarray(learner.dist.greedy(learner.act(state.params, jnp.asarray(batch["obs"]))))
+    acting = spec.acting
+    greedy = np.asarray(acting.dist.greedy(acting.act(state.params, jnp.asarray(batch["obs"]))))
     # (It starts near 0; the entropy term keeps it from fitting exactly in 100 steps.)
     assert np.mean(np.abs(greedy - 1.5)) < 0.35 and np.all(greedy > 0.7), greedy[:4]
     assert np.all(np.abs(greedy) <= 2.0)
@@ -112,8 +113,8 @@ def test_box_cql_values_data_actions_above_others_and_warms_up_with_bc():
 def test_lagrangian_weight_falls_when_the_gap_is_under_the_threshold():
     cfg = CQLConfig().training(lagrangian=True, lagrangian_thresh=1e3, bc_iters=0,
                                num_actions=2).rl_module(model_config=SMALL)
-    learner = learner_of(cfg, OBS, BOX)
-    (_, m1), (_, m20) = run_updates(learner, terminal_batch(np.zeros((N, 1), np.float32)),
+    spec = spec_of(cfg, OBS, BOX)
+    (_, m1), (_, m20) = run_updates(spec, terminal_batch(np.zeros((N, 1), np.float32)),
                                     1, 20)
     assert float(m20["alpha_prime"]) < float(m1["alpha_prime"]) <= 1.0
 

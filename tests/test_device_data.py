@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
-from learner_testlib import ALGORITHM_CASES, learner_for, max_diff, random_columns, to_float64
+from learner_testlib import ALGORITHM_CASES, max_diff, random_columns, spec_for, to_float64
 
 from rljax_offline.learning.core import (
     AXIS,
@@ -35,8 +35,8 @@ _, BC_CONFIG, BC_SPACES = ALGORITHM_CASES[0]
 
 
 def _bc(n_rows, seed=0):
-    learner = learner_for(BC_CONFIG, BC_SPACES)
-    return learner, random_columns(learner.columns, *BC_SPACES, n_rows, seed)
+    spec = spec_for(BC_CONFIG, BC_SPACES)
+    return spec.learning, random_columns(spec.data.columns, *BC_SPACES, n_rows, seed)
 
 
 def test_gather_returns_exactly_the_rows_asked_for():
@@ -44,8 +44,8 @@ def test_gather_returns_exactly_the_rows_asked_for():
     cols = {"f": np.random.default_rng(0).normal(size=(n, 3)).astype(np.float32),
             "i": np.arange(n, dtype=np.int64) - 5, "b": np.arange(n) % 3 == 0,
             "u": (np.arange(n) * 19 % 256).astype(np.uint8)}
-    learner, _ = _bc(8)
-    dp = DataParallel(learner, select_devices(8), 16)
+    learning, _ = _bc(8)
+    dp = DataParallel(learning, select_devices(8), 16)
     data = dp.put_data(cols)
     positions = jnp.asarray(np.random.default_rng(1).integers(0, n, 16))
     gather = jax.jit(jax.shard_map(lambda shard, pos: dp._gather_rows(shard, pos), mesh=dp.mesh,
@@ -77,45 +77,45 @@ def test_one_sampler_for_timesteps_and_episodes():
         DataParallel(_bc(8)[0], select_devices(1), 8).scan_on_device(1, sample_unit="steps")
 
 
-def _scan(learner, dp, data, unit, updates=4):
-    state = dp.put_replicated(to_float64(init_state(learner, 5)))
+def _scan(learning, dp, data, unit, updates=4):
+    state = dp.put_replicated(to_float64(init_state(learning, 5)))
     state, _ = dp.scan_on_device(updates, sample_unit=unit)(state, data)
     return jax.device_get(state)
 
 
 def test_episode_sampling_eight_devices_and_pmap_equal_one():
     with jax.enable_x64(True):
-        learner, data = _bc(203)
+        learning, data = _bc(203)
         data = to_float64(data)
         lengths = [50, 1, 70, 82]
         out = {}
         for mode, n in (("jit", 1), ("shard_map", 8), ("pmap", 8)):
-            dp = DataParallel(learner, select_devices(n), 32, mode=mode)
-            out[mode] = _scan(learner, dp, dp.put_data(data, episode_lengths=lengths),
+            dp = DataParallel(learning, select_devices(n), 32, mode=mode)
+            out[mode] = _scan(learning, dp, dp.put_data(data, episode_lengths=lengths),
                               "episodes")
         for mode in ("shard_map", "pmap"):
             diff = max_diff(out["jit"].params, out[mode].params)
             print(f"episode sampling, {mode} x8 vs one device: {diff:.3g}")
             assert diff < TOL64
-        dp = DataParallel(learner, select_devices(1), 32)
+        dp = DataParallel(learning, select_devices(1), 32)
         with pytest.raises(ValueError, match="sum to the 203 rows"):
             dp.put_data(data, episode_lengths=[1, 2])
         with pytest.raises(ValueError, match="needs put_data"):
             dp.scan_on_device(1, sample_unit="episodes")(
-                dp.put_replicated(init_state(learner)), dp.put_data(data))
+                dp.put_replicated(init_state(learning)), dp.put_data(data))
 
 
 def test_multi_process_block_layout_equals_contiguous_rows():
     """Two processes' blocks (5 and 8 rows, each padded to 8) on one 8-device mesh sample
     exactly what one device does with the 13 rows in order."""
     with jax.enable_x64(True):
-        learner, data = _bc(13, seed=2)
+        learning, data = _bc(13, seed=2)
         data = to_float64(data)
-        one = DataParallel(learner, select_devices(1), 16)
-        ref = _scan(learner, one, one.put_data(data), "timesteps")
+        one = DataParallel(learning, select_devices(1), 16)
+        ref = _scan(learning, one, one.put_data(data), "timesteps")
         # a plain dict of columns (host or replicated) is put on the devices first
-        assert max_diff(ref.params, _scan(learner, one, data, "timesteps").params) == 0.0
-        dp = DataParallel(learner, select_devices(8), 16)
+        assert max_diff(ref.params, _scan(learning, one, data, "timesteps").params) == 0.0
+        dp = DataParallel(learning, select_devices(8), 16)
         blocks = jax.tree_util.tree_map(
             lambda x: np.concatenate([x[:5], np.zeros((3, *x.shape[1:]), x.dtype), x[5:]]),
             data)
@@ -123,7 +123,7 @@ def test_multi_process_block_layout_equals_contiguous_rows():
                               episode_starts=dp.put_replicated(np.zeros(0, np.int32)),
                               episode_lengths=dp.put_replicated(np.zeros(0, np.int32)),
                               block_counts=(5, 8), block_rows=8)
-        got = _scan(learner, dp, laid_out, "timesteps")
+        got = _scan(learning, dp, laid_out, "timesteps")
         assert max_diff(ref.params, got.params) < TOL64
 
 

@@ -42,15 +42,15 @@ class ObsSpyBCConfig(BCConfig):
 
     algo_name = "bc_obs_spy"
 
-    def make_learner(self, obs_spec, act_spec):
-        learner = super().make_learner(obs_spec, act_spec)
-        (loss,) = learner.losses
+    def make_spec(self, obs_spec, act_spec):
+        spec = super().make_spec(obs_spec, act_spec)
+        (loss,) = spec.learning.losses
 
         def spy(params, batch, rng):
             SEEN.append((np.dtype(batch["obs"].dtype), tuple(batch["obs"].shape[1:])))
             return loss.fn(params, batch, rng)
 
-        return learner._replace(losses=(loss._replace(fn=spy),))
+        return spec._replace(learning=spec.learning._replace(losses=(loss._replace(fn=spy),)))
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["on_device", "streamed"])

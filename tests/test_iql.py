@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from offline_rl_testlib import assert_resume_is_exact, learner_of, run_updates
+from offline_rl_testlib import assert_resume_is_exact, run_updates, spec_of
 
 from rljax_offline import IQLConfig
 from rljax_offline.algorithms.config import ConfigError
@@ -42,9 +42,9 @@ def test_bad_values_are_one_line_named_errors(kwargs, message):
 def test_unbounded_box_needs_the_plain_gaussian_actor():
     unbounded = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
     with pytest.raises(ConfigError, match="finite bounds"):
-        learner_of(IQLConfig(), OBS, unbounded)
-    learner = learner_of(IQLConfig().training(actor_squashed=False), OBS, unbounded)
-    assert learner.dist.dist_dim == 2
+        spec_of(IQLConfig(), OBS, unbounded)
+    spec = spec_of(IQLConfig().training(actor_squashed=False), OBS, unbounded)
+    assert spec.acting.dist.dist_dim == 2
 
 
 def test_expectile_loss_is_minimised_by_the_expectile():
@@ -76,9 +76,9 @@ def test_advantage_weights_pick_the_better_minority_action():
     cfg = (IQLConfig().training(beta=10.0, expectile=0.9, actor_lr=3e-3, critic_lr=3e-3,
                                 value_lr=3e-3)
            .rl_module(model_config=SMALL))
-    learner = learner_of(cfg, OBS, gym.spaces.Discrete(2))
-    state, metrics = run_updates(learner, batch, 300)
-    probs = np.asarray(jax.nn.softmax(learner.act(state.params, jnp.asarray(batch["obs"]))))
+    spec = spec_of(cfg, OBS, gym.spaces.Discrete(2))
+    state, metrics = run_updates(spec, batch, 300)
+    probs = np.asarray(jax.nn.softmax(spec.acting.act(state.params, jnp.asarray(batch["obs"]))))
     # BC would give action 0 a probability near 0.25; IQL puts most mass on it.
     assert np.all(probs[:, 0] > 0.6), probs[:4]
     assert float(metrics["advantage_weight_mean"]) <= MAX_ADVANTAGE_WEIGHT

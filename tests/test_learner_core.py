@@ -1,4 +1,4 @@
-"""The learner core, for every algorithm in `learner_testlib.ALGORITHM_CASES`:
+"""The learning core, for every algorithm in `learner_testlib.ALGORITHM_CASES`:
 
 * shard_map (check_vma on) over 8 and 1 devices, jax.pmap over 8, and plain jit agree;
 * the on-device scan over 8 devices equals 1 device;
@@ -18,21 +18,20 @@ import pytest
 from learner_testlib import (
     ALGORITHM_CASES,
     case_ids,
-    learner_for,
     max_diff,
     random_columns,
+    spec_for,
     to_float64,
 )
 
 from rljax_offline.learning.core import (
     DataParallel,
-    Learner,
-    Loss,
     global_mean,
     init_state,
     prefetch_to_device,
     select_devices,
 )
+from rljax_offline.learning.spec import LearningSpec, Loss
 
 TOL64 = 1e-9
 
@@ -44,14 +43,14 @@ def case(request):
 
 def _setup(case, n_rows=64, seed=0):
     _, config, spaces = case
-    learner = learner_for(config, spaces)
-    data = random_columns(learner.columns, *spaces, n_rows, seed)
-    return learner, data
+    spec = spec_for(config, spaces)
+    data = random_columns(spec.data.columns, *spaces, n_rows, seed)
+    return spec.learning, data
 
 
-def _run_steps(learner, mode, n_dev, batches, seed=0):
-    dp = DataParallel(learner, select_devices(n_dev), len(batches[0]["obs"]), mode=mode)
-    state = dp.put_replicated(to_float64(init_state(learner, seed)))
+def _run_steps(learning, mode, n_dev, batches, seed=0):
+    dp = DataParallel(learning, select_devices(n_dev), len(batches[0]["obs"]), mode=mode)
+    state = dp.put_replicated(to_float64(init_state(learning, seed)))
     metrics = None
     for b in batches:
         state, metrics = dp.step(state, to_float64(b))
@@ -60,7 +59,7 @@ def _run_steps(learner, mode, n_dev, batches, seed=0):
 
 def test_modes_and_device_counts_agree(case):
     with jax.enable_x64(True):
-        learner, data = _setup(case)
+        learning, data = _setup(case)
         rng = np.random.default_rng(1)
         batches = []
         for _ in range(3):
@@ -68,9 +67,9 @@ def test_modes_and_device_counts_agree(case):
             b = {k: v[idx] for k, v in data.items()}
             b["loss_mask"] = rng.random(32) < 0.8
             batches.append(b)
-        ref, ref_m = _run_steps(learner, "jit", 1, batches)
+        ref, ref_m = _run_steps(learning, "jit", 1, batches)
         for mode, n in (("shard_map", 8), ("shard_map", 1), ("pmap", 8)):
-            got, got_m = _run_steps(learner, mode, n, batches)
+            got, got_m = _run_steps(learning, mode, n, batches)
             diff = max_diff(ref.params, got.params)
             print(f"{case[0]} {mode}x{n}: max |param difference| vs jit = {diff:.3g}")
             assert diff < TOL64, (mode, n, diff)
@@ -85,11 +84,11 @@ def test_scan_on_eight_devices_equals_one(case):
     """The data sharded on rows (250 rows: padded to 256 over 8 devices, the padding never
     drawn)."""
     with jax.enable_x64(True):
-        learner, data = _setup(case, n_rows=250)
+        learning, data = _setup(case, n_rows=250)
         out = {}
         for n in (1, 8):
-            dp = DataParallel(learner, select_devices(n), 64)
-            state = dp.put_replicated(to_float64(init_state(learner, 3)))
+            dp = DataParallel(learning, select_devices(n), 64)
+            state = dp.put_replicated(to_float64(init_state(learning, 3)))
             on_device = dp.put_data(to_float64(data))
             shard = on_device.columns["obs"].addressable_shards[0].data
             assert shard.shape[0] == -(-250 // n)  # each device holds its rows, not all
@@ -102,9 +101,9 @@ def test_scan_on_eight_devices_equals_one(case):
 
 
 def test_masked_rows_do_not_count(case):
-    learner, data = _setup(case, n_rows=64)
-    dp = DataParallel(learner, select_devices(8), 64)
-    state = jax.device_get(init_state(learner, 2))
+    learning, data = _setup(case, n_rows=64)
+    dp = DataParallel(learning, select_devices(8), 64)
+    state = jax.device_get(init_state(learning, 2))
     mask = np.arange(64) % 3 != 0
     junk = {k: (np.where(mask.reshape(-1, *[1] * (np.ndim(v) - 1)), v, 50).astype(v.dtype)
                 if np.issubdtype(np.asarray(v).dtype, np.floating) else v)
@@ -116,18 +115,18 @@ def test_masked_rows_do_not_count(case):
 
 
 def test_streamed_updates_equal_the_step_loop():
-    learner, data = _setup(ALGORITHM_CASES[0], n_rows=512)
-    dp = DataParallel(learner, select_devices(4), 64)
+    learning, data = _setup(ALGORITHM_CASES[0], n_rows=512)
+    dp = DataParallel(learning, select_devices(4), 64)
     rng = np.random.default_rng(3)
     batches = [{k: v[idx] for k, v in data.items()}
                for idx in (rng.integers(0, 512, 64) for _ in range(5))]
-    state = dp.put_replicated(init_state(learner, 3))
+    state = dp.put_replicated(init_state(learning, 3))
     losses = []
     for b in batches:
         state, m = dp.step(state, dp.put_sharded(b))
         losses.append(float(m["policy_loss"]))
     stream = prefetch_to_device(iter(batches), dp.sharded, size=2)
-    streamed = dp.put_replicated(init_state(learner, 3))
+    streamed = dp.put_replicated(init_state(learning, 3))
     streamed, m = dp.stream_updates(streamed, stream, 3)
     streamed, m = dp.stream_updates(streamed, stream, 2)  # the in-flight batches carry over
     assert max_diff(state.params, streamed.params) == 0.0
@@ -139,7 +138,7 @@ def test_streamed_updates_equal_the_step_loop():
 
 
 def test_several_optimizers_targets_and_global_mean():
-    """A toy two-loss learner: the second loss sees the first one's update; the Polyak
+    """A toy two-loss spec: the second loss sees the first one's update; the Polyak
     target follows `tau`; `global_mean` is the mean over all devices' rows."""
 
     def init(rng):
@@ -152,14 +151,14 @@ def test_several_optimizers_targets_and_global_mean():
         return (params["b"] - jax.lax.stop_gradient(params["a"])) ** 2 * jnp.ones_like(
             batch["x"]), {}
 
-    learner = Learner(init=init, act=lambda p, o: o, dist=None,
-                      losses=(Loss("a", ("a",), loss_a, optax.sgd(0.25)),
-                              Loss("b", ("b",), loss_b, optax.sgd(0.5))),
-                      targets={"target_a": "a"}, tau=0.5, columns=("x",))
+    learning = LearningSpec(init=init,
+                           losses=(Loss("a", ("a",), loss_a, optax.sgd(0.25)),
+                                   Loss("b", ("b",), loss_b, optax.sgd(0.5))),
+                           targets={"target_a": "a"}, tau=0.5)
     x = np.arange(8, dtype=np.float32)
     for n in (1, 8):
-        dp = DataParallel(learner, select_devices(n), 8)
-        state, m = dp.step(dp.put_replicated(init_state(learner)), {"x": x})
+        dp = DataParallel(learning, select_devices(n), 8)
+        state, m = dp.step(dp.put_replicated(init_state(learning)), {"x": x})
         # d/da mean((a - x)^2) at a=0 is -2 mean(x) = -7; a = 0.25 * 7 = 1.75
         np.testing.assert_allclose(float(state.params["a"]), 1.75, rtol=1e-6)
         # b: gradient 2 (b - a) = -3.5; b = 0.5 * 3.5 = 1.75
@@ -170,18 +169,18 @@ def test_several_optimizers_targets_and_global_mean():
 
 
 def test_bad_learners_and_batches_are_named_errors():
-    learner, _ = _setup(ALGORITHM_CASES[0])
+    learning, _ = _setup(ALGORITHM_CASES[0])
     with pytest.raises(ValueError, match="does not divide over 8 devices"):
-        DataParallel(learner, select_devices(8), 100)
+        DataParallel(learning, select_devices(8), 100)
     with pytest.raises(ValueError, match="local devices exist"):
         select_devices(99)
     with pytest.raises(ValueError, match="mode must be one of"):
-        DataParallel(learner, select_devices(1), 8, mode="vmap")
+        DataParallel(learning, select_devices(1), 8, mode="vmap")
     with pytest.raises(ValueError, match="one device"):
-        DataParallel(learner, select_devices(2), 8, mode="jit")
-    twice = learner._replace(losses=learner.losses * 2)
+        DataParallel(learning, select_devices(2), 8, mode="jit")
+    twice = learning._replace(losses=learning.losses * 2)
     with pytest.raises(ValueError, match="loss names must be unique"):
         init_state(twice)
-    bad = learner._replace(losses=(learner.losses[0]._replace(networks=("critic",)),))
+    bad = learning._replace(losses=(learning.losses[0]._replace(networks=("critic",)),))
     with pytest.raises(KeyError, match="does not create"):
         init_state(bad)

@@ -204,8 +204,8 @@ def test_epoch_program_runs_every_minibatch_and_eight_devices_equal_one_in_every
     config = PPOConfig().rl_module(model_config={"fcnet_hiddens": [16]})
     from rljax_offline import spaces as sp
 
-    learner = config.make_learner(sp.to_spec(gym.spaces.Box(-5, 5, (4,), np.float32)),
-                                  sp.to_spec(gym.spaces.Discrete(2)))
+    learning = config.make_spec(sp.to_spec(gym.spaces.Box(-5, 5, (4,), np.float32)),
+                                sp.to_spec(gym.spaces.Discrete(2))).learning
     rng = np.random.default_rng(0)
     n = 200
     data = {"obs": rng.normal(size=(n, 4)).astype(np.float32),
@@ -216,8 +216,8 @@ def test_epoch_program_runs_every_minibatch_and_eight_devices_equal_one_in_every
     out = {}
     with jax.enable_x64(True):
         for n_dev, mode in ((1, "jit"), (8, "shard_map"), (8, "pmap")):
-            dp = DataParallel(learner, select_devices(n_dev), 64, mode=mode)
-            state = dp.put_replicated(init_state(learner, 1))
+            dp = DataParallel(learning, select_devices(n_dev), 64, mode=mode)
+            state = dp.put_replicated(init_state(learning, 1))
             state, metrics = dp.epochs_on_device(3)(state, dp.put_replicated(data))
             out[mode] = jax.device_get(state)
             assert int(out[mode].step) == 3 * (200 // 64)

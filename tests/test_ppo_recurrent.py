@@ -40,11 +40,11 @@ SPACES = Spaces.of(OBS, ACT)
 TOL64 = 1e-9
 
 
-def _learner(model=LSTM):
-    """PPO's learner and its value network (PPO's model config: tanh, as RLlib's)."""
+def _spec(model=LSTM):
+    """PPO's spec and its value network (PPO's model config: tanh, as RLlib's)."""
     config = PPOConfig().rl_module(model_config=model)
-    learner = config.make_learner(sp.to_spec(OBS), sp.to_spec(ACT))
-    return learner, value_network(sp.to_spec(OBS), config.model_config)
+    spec = config.make_spec(sp.to_spec(OBS), sp.to_spec(ACT))
+    return spec, value_network(sp.to_spec(OBS), config.model_config)
 
 
 def _step_by_step(module, value, params, obs):
@@ -99,9 +99,9 @@ def test_sequence_values_and_gae_equal_one_unroll_over_the_whole_episode():
     gamma, lam = 0.9, 0.8
     rng = np.random.default_rng(0)
     with jax.enable_x64(True):
-        learner, value = _learner()
-        module = learner.policy
-        params = to_float64(jax.device_get(jax.jit(learner.init)(jax.random.PRNGKey(1))))
+        spec, value = _spec()
+        module = spec.acting.policy
+        params = to_float64(jax.device_get(jax.jit(spec.learning.init)(jax.random.PRNGKey(1))))
         chunks, refs = [], []
         # (steps, terminated, truncated, the step where the sampler cut the episode)
         for n, term, trunc, cut in ((7, True, False, None), (9, False, True, None),
@@ -161,12 +161,12 @@ def _sequence_batch(rng, seq_lens, garbage: bool):
 
 def test_padded_steps_and_padding_sequences_leave_updates_exactly_unchanged():
     with jax.enable_x64(True):
-        learner, _ = _learner()
-        state = to_float64(jax.device_get(init_state(learner, 3)))
+        learning = _spec()[0].learning
+        state = to_float64(jax.device_get(init_state(learning, 3)))
         clean = _sequence_batch(np.random.default_rng(0), [4, 2, 1, 3], garbage=False)
         dirty = _sequence_batch(np.random.default_rng(0), [4, 2, 1, 3], garbage=True)
         assert max_diff(clean["obs"], dirty["obs"]) > 1.0
-        update = jax.jit(make_update(learner, axis_name=None))
+        update = jax.jit(make_update(learning, axis_name=None))
         a, metrics_a = update(state, clean)
         b, metrics_b = update(state, dirty)
         assert max_diff(a.params, b.params) == 0.0
@@ -175,7 +175,7 @@ def test_padded_steps_and_padding_sequences_leave_updates_exactly_unchanged():
         # The epoch program: whole padding sequences (any content) appended are never drawn.
         padded = _sequence_batch(np.random.default_rng(5), [0] * 6, garbage=True)
         more = jax.tree_util.tree_map(lambda x, y: np.concatenate([x, y]), dirty, padded)
-        dp = DataParallel(learner, select_devices(1), 2, mode="jit")
+        dp = DataParallel(learning, select_devices(1), 2, mode="jit")
         epochs = dp.epochs_on_device(3, num_minibatches=3)
         a, _ = epochs(dp.put_replicated(state), dp.put_replicated(clean))
         b, _ = epochs(dp.put_replicated(state), dp.put_replicated(more))
@@ -185,12 +185,12 @@ def test_padded_steps_and_padding_sequences_leave_updates_exactly_unchanged():
 
 def test_sequence_epochs_on_two_devices_equal_one():
     with jax.enable_x64(True):
-        learner, _ = _learner()
-        state = to_float64(jax.device_get(init_state(learner, 3)))
+        learning = _spec()[0].learning
+        state = to_float64(jax.device_get(init_state(learning, 3)))
         data = _sequence_batch(np.random.default_rng(1), [4, 2, 1, 3, 0, 0, 4], garbage=True)
         out = []
         for n_dev, mode in ((1, "jit"), (2, "shard_map")):
-            dp = DataParallel(learner, select_devices(n_dev), 2, mode=mode)
+            dp = DataParallel(learning, select_devices(n_dev), 2, mode=mode)
             after, _ = dp.epochs_on_device(2, num_minibatches=4)(dp.put_replicated(state),
                                                                  dp.put_replicated(data))
             out.append(jax.device_get(after.params))
@@ -276,7 +276,7 @@ def test_recurrent_config_errors_are_named():
         PPOConfig().training(minibatch_size=16, train_batch_size_per_learner=64).rl_module(
             model_config={"use_lstm": True, "max_seq_len": 20})
     with pytest.raises(ConfigError, match="value_warmup_updates=0"):
-        PPOConfig().rl_module(model_config=LSTM).value_warmup_learner(sp.to_spec(OBS))
+        PPOConfig().rl_module(model_config=LSTM).value_warmup_spec(sp.to_spec(OBS))
 
 
 @pytest.mark.slow

@@ -28,14 +28,8 @@ from rljax_offline.data import iter_episodes
 from rljax_offline.data.writer import write_episodes
 from rljax_offline.envs import StatelessCartPole
 from rljax_offline.episode.builder import EpisodeBuilder
-from rljax_offline.learning.core import (
-    DataParallel,
-    Learner,
-    Loss,
-    init_state,
-    make_update,
-    select_devices,
-)
+from rljax_offline.learning.core import DataParallel, init_state, make_update, select_devices
+from rljax_offline.learning.spec import LearningSpec, Loss
 
 S = 8
 LSTM = {"fcnet_hiddens": [16], "use_lstm": True, "lstm_cell_size": 8, "max_seq_len": S}
@@ -157,7 +151,7 @@ def test_recurrent_algorithm_trains_on_sequences_and_acts_with_state(
     (episode,) = runner.episodes(num_episodes=1)
     runner.close()
     T = min(len(episode), 40)
-    policy, net = algo.learner.policy, algo.learner.policy_network
+    policy, net = algo.spec.acting.policy, algo.spec.acting.policy_network
     obs = jnp.asarray(episode.get_observations()[None, :T])
     out, _ = policy.forward(jax.device_get(algo.state.params)[net],
                             {"obs": obs, "state_in": jax.tree_util.tree_map(
@@ -183,8 +177,8 @@ def test_eight_devices_equal_one_in_float64(stateless_data):
     with jax.enable_x64(True):
         results = []
         for n, mode in ((1, "jit"), (8, "shard_map")):
-            dp = DataParallel(algo.learner, select_devices(n), 8, mode=mode)
-            state = dp.put_replicated(to_float64(init_state(algo.learner, 0)))
+            dp = DataParallel(algo.spec.learning, select_devices(n), 8, mode=mode)
+            state = dp.put_replicated(to_float64(init_state(algo.spec.learning, 0)))
             for b in batches:
                 state, metrics = dp.step(state, to_float64(b))
             results.append(jax.device_get((state.params, state.extra, metrics)))
@@ -227,7 +221,7 @@ def test_prev_action_and_reward_enter_both_pipelines(stateless_data):
     data, _ = stateless_data
     algo = recurrent_config(BCConfig, StatelessCartPole, data).rl_module(model_config={
         "lstm_use_prev_action": True, "lstm_use_prev_reward": True}).build()
-    assert algo.learner.policy.obs_spec.shape == (2 + 2 + 1,)
+    assert algo.spec.acting.policy.obs_spec.shape == (2 + 2 + 1,)
     result = algo.train()
     assert math.isfinite(result["learners"]["default_policy"]["policy_loss"])
     assert result["evaluation"]["env_runners"]["num_episodes"] == 1
@@ -239,11 +233,11 @@ def test_losses_must_give_one_value_per_timestep():
     def loss(params, batch, rng):
         return jnp.sum(params["w"] * batch["obs"], axis=(1, 2)), {}  # [B], not [B, T]
 
-    learner = Learner(init=lambda rng: {"w": jnp.ones(2)}, act=None, dist=None,
-                      losses=(Loss("default_optimizer", ("w",), loss, optax.sgd(0.1)),))
+    learning = LearningSpec(init=lambda rng: {"w": jnp.ones(2)},
+                            losses=(Loss("default_optimizer", ("w",), loss, optax.sgd(0.1)),))
     batch = {"obs": jnp.ones((3, 4, 2)), "loss_mask": jnp.ones((3, 4), bool)}
     with pytest.raises(ValueError, match="one value per timestep"):
-        make_update(learner, axis_name=None)(init_state(learner), batch)
+        make_update(learning, axis_name=None)(init_state(learning), batch)
 
 
 @pytest.mark.slow

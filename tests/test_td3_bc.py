@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from learner_testlib import max_diff
-from offline_rl_testlib import assert_resume_is_exact, learner_of, run_updates
+from offline_rl_testlib import assert_resume_is_exact, run_updates, spec_of
 
 from rljax_offline import spaces as sp
 from rljax_offline.acting.env_runner import record_expert
@@ -52,8 +52,8 @@ def networks(config):
             q_ensemble(obs, act, config.model_config, True))
 
 
-def loss_named(learner, name):
-    return next(loss for loss in learner.losses if loss.name == name)
+def loss_named(spec, name):
+    return next(loss for loss in spec.learning.losses if loss.name == name)
 
 
 def test_d3rlpy_defaults():
@@ -89,15 +89,15 @@ def test_bad_values_are_one_line_named_errors(change, message):
 
 def test_lambda_is_alpha_over_the_mean_abs_q_held_constant():
     config = small(alpha=2.5)
-    learner = learner_of(config, OBS, ACT)
+    spec = spec_of(config, OBS, ACT)
     policy, q = networks(config)
-    params = jax.device_get(init_state(learner, 0).params)
+    params = jax.device_get(init_state(spec.learning, 0).params)
     batch = random_batch()
     mask = (np.arange(N) % 4 != 0).astype(np.float32)  # masked rows must not count in lambda
     batch["loss_mask"] = mask
     batch["obs"][mask == 0] = 50.0
     keys = jax.random.split(jax.random.PRNGKey(0), N)
-    actor = loss_named(learner, "actor")
+    actor = loss_named(spec, "actor")
 
     def parts(policy_params):
         unit = jnp.tanh(policy.apply(policy_params, batch["obs"]))
@@ -132,8 +132,8 @@ def test_lambda_is_alpha_over_the_mean_abs_q_held_constant():
 
 def test_actor_and_targets_step_only_on_every_second_update():
     config = small()
-    learner = learner_of(config, OBS, ACT)
-    (s0, _), (s1, _), (s2, _), (s3, _) = run_updates(learner, random_batch(), 0, 1, 2, 3)
+    spec = spec_of(config, OBS, ACT)
+    (s0, _), (s1, _), (s2, _), (s3, _) = run_updates(spec, random_batch(), 0, 1, 2, 3)
     p0, p1, p2, p3 = s0.params, s1.params, s2.params, s3.params
     for before, after in ((p0, p1), (p1, p2), (p2, p3)):
         assert max_diff(before["q"], after["q"]) > 0  # the critic steps every update
@@ -163,9 +163,9 @@ def test_target_smoothing_noise_is_clipped():
 
     def targets(clip):
         config = small(target_smoothing_sigma=100.0, target_smoothing_clip=clip)
-        learner = learner_of(config, OBS, ACT)
-        params = jax.device_get(init_state(learner, 0).params)
-        _, metrics = loss_named(learner, "critic").fn(params, batch, keys)
+        spec = spec_of(config, OBS, ACT)
+        params = jax.device_get(init_state(spec.learning, 0).params)
+        _, metrics = loss_named(spec, "critic").fn(params, batch, keys)
         return np.asarray(metrics["td_target_mean"]), params, config
 
     def next_q(params, config, unit):
@@ -185,8 +185,8 @@ def test_target_smoothing_noise_is_clipped():
 
 
 def test_data_actions_outside_the_bounds_are_clipped_in_the_learner_pipeline():
-    learner = learner_of(small(), OBS, ACT)
-    (piece,) = learner.learner_connector
+    spec = spec_of(small(), OBS, ACT)
+    (piece,) = spec.data.learner_connector
     actions = np.array([[-3.0], [0.5], [7.0], [2.0]], np.float32)
     _, out, _ = piece.apply((), None, {"actions": actions}, None)
     np.testing.assert_array_equal(out["actions"], [[-2.0], [0.5], [2.0], [2.0]])

@@ -1,9 +1,9 @@
 """`Algorithm`: any registered offline algorithm, built from its config.
 
-The algorithm is the same for BC, MARWIL, CQL, IQL and the user's own: its config supplies a
-`Learner` (networks and losses), the learner core trains it data-parallel, and this class does
-what is around it: spaces from the env, connector pipelines, reading the data, iterations,
-evaluation in the env, checkpoints.
+The algorithm is the same for BC, MARWIL, CQL, IQL and the user's own: its config supplies an
+`AlgorithmSpec` (networks and losses, acting, data), the learner core trains it data-parallel,
+and this class does what is around it: spaces from the env, connector pipelines, reading the
+data, iterations, evaluation in the env, checkpoints.
 
 `train()` runs one iteration (`num_updates_per_iteration` updates, or RLlib's
 `dataset_num_iters_per_learner`, in one jitted `lax.scan`
@@ -61,12 +61,11 @@ from rljax_offline.learning import checkpoint as ckpt
 from rljax_offline.learning.core import (
     DataParallel,
     DeviceData,
-    Learner,
-    TrainState,
     prefetch_to_device,
     select_devices,
     start_init_state,
 )
+from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, TrainState
 from rljax_offline.runtime import compilation_cache, distributed, gc_pause, host_memory
 from rljax_offline.runtime.background import Background
 
@@ -104,22 +103,18 @@ def _json_files(input_: Any) -> list[str]:
 
 
 class _PolicyView:
-    """What acting needs of a learner, in the shape `ActorPolicy` takes (a policy with
-    `apply(params, obs)`, `dist`, and for recurrent policies `forward`/`initial_state`): the
-    learner's `act` over all its params, or its recurrent `policy` on `params["policy"]`."""
+    """An `ActingSpec` in the shape `ActorPolicy` takes (a policy with `apply(params, obs)`,
+    `dist`, and for recurrent policies `forward`/`initial_state`): the spec's `act` over all
+    its params, or its recurrent `policy` on `params[policy_network]`."""
 
-    def __init__(self, learner: Learner):
-        self.apply, self.dist = learner.act, learner.dist
-        policy, name = learner.policy, learner.policy_network
-        self.is_stateful = _is_stateful(learner)
+    def __init__(self, acting: ActingSpec):
+        self.apply, self.dist = acting.act, acting.dist
+        policy, name = acting.policy, acting.policy_network
+        self.is_stateful = acting.is_stateful
         if self.is_stateful:
             self.initial_state = policy.initial_state
             self.forward = lambda params, batch: policy.forward(
                 params if name is None else params[name], batch)
-
-
-def _is_stateful(learner: Learner) -> bool:
-    return bool(learner.policy is not None and learner.policy.is_stateful)
 
 
 class Algorithm:
@@ -144,18 +139,18 @@ class Algorithm:
             self.spaces, *custom, *model,
             add_default_connectors=config.add_default_connectors_to_learner_pipeline)
         out = base.out_spaces(self.spaces)
-        self.learner: Learner = config.make_learner(out.observation, out.action)
-        self.is_stateful = _is_stateful(self.learner)
+        self.spec: AlgorithmSpec = config.make_spec(out.observation, out.action)
+        self.is_stateful = self.spec.acting.is_stateful
         sequences, seq_kwargs = (), {}
         if self.is_stateful:
-            policy = self.learner.policy
+            policy = self.spec.acting.policy
             seq_kwargs = dict(max_seq_len=policy.max_seq_len,
                               initial_state=policy.initial_state())
             sequences = (add_states(**seq_kwargs), add_time_dim(policy.max_seq_len),
-                         *self.learner.sequence_connector)
-            self.learner = self.learner._replace(columns=tuple(dict.fromkeys(
-                (*self.learner.columns, "state_in", "seq_lens", "loss_mask"))))
-        self.learner_connector = pipeline(base, *self.learner.learner_connector, *sequences)
+                         *self.spec.data.sequence_connector)
+            self.spec = self.spec._replace(data=self.spec.data._replace(columns=tuple(
+                dict.fromkeys((*self.spec.data.columns, "state_in", "seq_lens", "loss_mask")))))
+        self.learner_connector = pipeline(base, *self.spec.data.learner_connector, *sequences)
         e2m_custom = (list(config.env_to_module_connector(self.spaces))
                       if config.env_to_module_connector else custom)
         self._n_shared = len(custom) if config.env_to_module_connector is None else 0
@@ -164,16 +159,16 @@ class Algorithm:
             add_default_connectors=config.add_default_connectors_to_env_to_module_pipeline,
             **seq_kwargs)
         self.module_to_env_connector = default_module_to_env(
-            self.spaces, distribution=self.learner.dist)
+            self.spaces, distribution=self.spec.acting.dist)
         self.devices = select_devices(config.num_devices)
         self.rows_per_update = self._rows_per_update()
-        self.dp = DataParallel(self.learner, self.devices, self.rows_per_update,
+        self.dp = DataParallel(self.spec.learning, self.devices, self.rows_per_update,
                                mode=config.update_mode)
         # The init program compiles and runs on a background thread while the caller goes on
         # (reading the data): `self.state` waits for it on first use.
         self._initial_connector_state = self.learner_connector.init(self.spaces)
         self._pending_state: Background | None = start_init_state(
-            self.learner, config.seed, connector_state=self._initial_connector_state)
+            self.spec.learning, config.seed, connector_state=self._initial_connector_state)
         self._state: TrainState | None = None
         self.iteration = 0
         self.history: list[dict] = []
@@ -230,7 +225,7 @@ class Algorithm:
         if not self.is_stateful:
             return size
         n = len(self.devices)
-        seqs = size / self.learner.policy.max_seq_len
+        seqs = size / self.spec.acting.policy.max_seq_len
         return max(n, int(round(seqs / n)) * n)
 
     @property
@@ -238,7 +233,7 @@ class Algorithm:
         """Timesteps one update trains on (for a recurrent policy: sequences times
         `max_seq_len`, zero padding included)."""
         if self.is_stateful:
-            return self.rows_per_update * self.learner.policy.max_seq_len
+            return self.rows_per_update * self.spec.acting.policy.max_seq_len
         return self.rows_per_update
 
     # ------------------------------------------------------------------ data
@@ -273,7 +268,7 @@ class Algorithm:
         if fit and jax.tree_util.tree_leaves(connector_state):
             for eb in batches:
                 _, _, connector_state = apply(connector_state, eb, {}, Context(params=params))
-        wanted = columns or self.learner.columns
+        wanted = columns or self.spec.data.columns
         cols: dict[str, list] = {k: [] for k in wanted}
         lengths: list | None = []
         xp = jnp if on_device else np
@@ -532,7 +527,7 @@ class Algorithm:
         needs its own: an actor holds its envs' windows)."""
         from rljax_offline.acting.actor import ActorPolicy
 
-        return ActorPolicy(_PolicyView(self.learner), None, self.spaces,
+        return ActorPolicy(_PolicyView(self.spec.acting), None, self.spaces,
                            self.env_to_module_connector, None, self.module_to_env_connector,
                            lookback=self.config.episode_lookback_horizon, explore=explore)
 
@@ -575,7 +570,7 @@ class Algorithm:
         from rljax_offline.export import PolicyParts, export_policy
 
         return export_policy(PolicyParts(
-            _PolicyView(self.learner), jax.device_get(self.state.params),
+            _PolicyView(self.spec.acting), jax.device_get(self.state.params),
             self.env_to_module_connector, self._e2m_state(), self.module_to_env_connector,
             self.spaces, self.config.episode_lookback_horizon), path, format)
 

@@ -8,7 +8,8 @@ An unknown key, or a value of the wrong type or range, is a one-line `ConfigErro
 key and what was expected, raised before anything compiles.
 
 An algorithm subclasses `AlgorithmConfig`, adds its own `training` options, names itself
-(`algo_name`, the registry key) and turns itself into a `Learner` in `make_learner`.
+(`algo_name`, the registry key) and turns itself into an `AlgorithmSpec` (its learning,
+acting and data, `learning.spec`) in `make_spec`.
 
 Example:
     >>> from rljax_offline import MARWILConfig
@@ -435,9 +436,10 @@ class AlgorithmConfig:
         acting too (TD3+BC's observation normalization) puts its own in front."""
         return list(self.learner_connector(spaces)) if self.learner_connector else []
 
-    def make_learner(self, obs_spec, act_spec):
-        """The algorithm's `Learner` for (post-connector) observation and action specs."""
-        raise NotImplementedError(f"{type(self).__name__} does not define make_learner")
+    def make_spec(self, obs_spec, act_spec):
+        """The algorithm's `AlgorithmSpec` (`learning.spec`) for (post-connector) observation
+        and action specs."""
+        raise NotImplementedError(f"{type(self).__name__} does not define make_spec")
 
     def build(self):
         """The algorithm for this config (an instance of `algorithm_class`)."""

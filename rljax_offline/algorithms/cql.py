@@ -51,8 +51,7 @@ from rljax_offline.algorithms.config import (
     positive_int,
     unit_interval_open_left,
 )
-from rljax_offline.algorithms.marwil import make_optimizer
-from rljax_offline.learning.core import Learner, Loss, per_example_uniform
+from rljax_offline.learning.core import per_example_uniform
 from rljax_offline.learning.losses import (
     actor,
     check_bounded,
@@ -62,12 +61,21 @@ from rljax_offline.learning.losses import (
     take_action,
     target_entropy,
 )
+from rljax_offline.learning.optim import make_optimizer
+from rljax_offline.learning.spec import (
+    ActingSpec,
+    AlgorithmSpec,
+    DataSpec,
+    LearningSpec,
+    Loss,
+)
 from rljax_offline.models.distributions import action_scaler, categorical
 from rljax_offline.models.networks import Network
 from rljax_offline.models.policy import Policy, check_model_config, is_recurrent, recurrent_cell
 from rljax_offline.models.recurrent import step_rows
 
 ALPHA_PRIME_MAX = 1e6
+CQL_COLUMNS = ("obs", "actions", "rewards", "new_obs", "terminateds")
 DISCRETE_TARGET_UPDATE_FREQ = 1000
 
 
@@ -159,11 +167,11 @@ class CQLConfig(AlgorithmConfig):
         if isinstance(act_spec, sp.BoxSpec):
             check_bounded(act_spec, "CQLConfig (SAC-based CQL for Box actions)")
 
-    def make_learner(self, obs_spec, act_spec) -> Learner:
+    def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
         self.check_spaces(obs_spec, act_spec)
         if isinstance(act_spec, sp.DiscreteSpec):
-            return _discrete_learner(self, obs_spec, act_spec)
-        return _continuous_learner(self, obs_spec, act_spec)
+            return _discrete_spec(self, obs_spec, act_spec)
+        return _continuous_spec(self, obs_spec, act_spec)
 
 
 def conservative_total(td: jax.Array, cql: jax.Array, params: dict, cfg: CQLConfig,
@@ -191,7 +199,7 @@ def _critic_params(cfg: CQLConfig, params: dict) -> dict:
     return params
 
 
-def _continuous_learner(cfg: CQLConfig, obs_spec, act_spec) -> Learner:
+def _continuous_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
     policy = actor(obs_spec, act_spec, cfg.model_config)
     dist = policy.dist
     q = q_ensemble(obs_spec, act_spec, cfg.model_config, cfg.twin_q)
@@ -269,9 +277,8 @@ def _continuous_learner(cfg: CQLConfig, obs_spec, act_spec) -> Learner:
         return loss, {"alpha_loss": loss, "alpha_value": jnp.exp(params["log_alpha"])}
 
     critic_nets = ("q", "log_alpha_prime") if cfg.lagrangian else ("q",)
-    return Learner(
-        init=init, act=lambda params, obs: policy.apply(params["policy"], obs), dist=dist,
-        policy=policy,
+    learning = LearningSpec(
+        init=init,
         losses=(Loss("qf", critic_nets, critic_loss, make_optimizer(cfg.critic_lr,
                                                                       cfg.grad_clip)),
                 Loss("policy", ("policy",), actor_loss, make_optimizer(cfg.actor_lr,
@@ -279,11 +286,13 @@ def _continuous_learner(cfg: CQLConfig, obs_spec, act_spec) -> Learner:
                 Loss("alpha", ("log_alpha",), alpha_loss, make_optimizer(cfg.alpha_lr))),
         targets={"target_q": "q"}, tau=cfg.tau,
         target_update_period=max(1, cfg.target_network_update_freq),
-        prepare=prepare, extra_init={"num_actor_updates": np.int32(0)},
-        columns=("obs", "actions", "rewards", "new_obs", "terminateds"))
+        prepare=prepare, extra_init={"num_actor_updates": np.int32(0)})
+    acting = ActingSpec(act=lambda params, obs: policy.apply(params["policy"], obs), dist=dist,
+                        policy=policy)
+    return AlgorithmSpec(learning, acting, DataSpec(columns=CQL_COLUMNS))
 
 
-def _discrete_learner(cfg: CQLConfig, obs_spec, act_spec) -> Learner:
+def _discrete_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
     q = q_ensemble(obs_spec, act_spec, cfg.model_config, cfg.twin_q)
     temp, gamma, weight = cfg.temperature, cfg.gamma, cfg.min_q_weight
 
@@ -312,12 +321,12 @@ def _discrete_learner(cfg: CQLConfig, obs_spec, act_spec) -> Learner:
     mc = check_model_config(dict(cfg.model_config))
     greedy = _q_greedy_policy(q, obs_spec, act_spec, recurrent_cell(mc)[2]) if is_recurrent(
         mc) else None
-    return Learner(
-        init=init, act=lambda params, obs: jnp.mean(q.apply(params["q"], obs), axis=0),
-        dist=categorical(act_spec.n), policy=greedy, policy_network="q",
-        losses=(Loss("qf", nets, loss, make_optimizer(cfg.critic_lr, cfg.grad_clip)),),
-        targets={"target_q": "q"}, tau=1.0, target_update_period=period,
-        columns=("obs", "actions", "rewards", "new_obs", "terminateds"))
+    learning = LearningSpec(
+        init=init, losses=(Loss("qf", nets, loss, make_optimizer(cfg.critic_lr, cfg.grad_clip)),),
+        targets={"target_q": "q"}, tau=1.0, target_update_period=period)
+    acting = ActingSpec(act=lambda params, obs: jnp.mean(q.apply(params["q"], obs), axis=0),
+                        dist=categorical(act_spec.n), policy=greedy, policy_network="q")
+    return AlgorithmSpec(learning, acting, DataSpec(columns=CQL_COLUMNS))
 
 
 def _q_greedy_policy(q: Network, obs_spec, act_spec, max_seq_len: int) -> Policy:

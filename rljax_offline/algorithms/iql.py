@@ -40,8 +40,6 @@ from rljax_offline.algorithms.config import (
     positive_int,
     unit_interval_open_left,
 )
-from rljax_offline.algorithms.marwil import make_optimizer
-from rljax_offline.learning.core import Learner, Loss
 from rljax_offline.learning.losses import (
     actor,
     check_bounded,
@@ -49,6 +47,14 @@ from rljax_offline.learning.losses import (
     not_terminal,
     q_ensemble,
     take_action,
+)
+from rljax_offline.learning.optim import make_optimizer
+from rljax_offline.learning.spec import (
+    ActingSpec,
+    AlgorithmSpec,
+    DataSpec,
+    LearningSpec,
+    Loss,
 )
 from rljax_offline.models.networks import value_network
 from rljax_offline.models.recurrent import step_rows
@@ -103,7 +109,7 @@ class IQLConfig(AlgorithmConfig):
         if isinstance(act_spec, sp.BoxSpec) and self.actor_squashed:
             check_bounded(act_spec, "IQLConfig with actor_squashed=True")
 
-    def make_learner(self, obs_spec, act_spec) -> Learner:
+    def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
         self.check_spaces(obs_spec, act_spec)
         policy = actor(obs_spec, act_spec, self.model_config, squashed=self.actor_squashed)
         q = q_ensemble(obs_spec, act_spec, self.model_config, self.twin_q)
@@ -151,9 +157,8 @@ class IQLConfig(AlgorithmConfig):
             loss = twin_weight * jnp.sum((qs - y) ** 2, axis=0)
             return loss, {"qf_loss": loss, "qf_mean": qs.mean(0)}
 
-        return Learner(
-            init=init, act=lambda params, obs: policy.apply(params["policy"], obs),
-            dist=policy.dist, policy=policy,
+        learning = LearningSpec(
+            init=init,
             losses=(Loss("value", ("value",), value_loss,
                          make_optimizer(self.value_lr, self.grad_clip)),
                     Loss("policy", ("policy",), actor_loss,
@@ -161,5 +166,8 @@ class IQLConfig(AlgorithmConfig):
                     Loss("qf", ("q",), critic_loss,
                          make_optimizer(self.critic_lr, self.grad_clip))),
             targets={"target_q": "q"}, tau=self.tau,
-            target_update_period=max(1, self.target_network_update_freq),
-            columns=("obs", "actions", "rewards", "new_obs", "terminateds"))
+            target_update_period=max(1, self.target_network_update_freq))
+        acting = ActingSpec(act=lambda params, obs: policy.apply(params["policy"], obs),
+                            dist=policy.dist, policy=policy)
+        return AlgorithmSpec(learning, acting, DataSpec(
+            columns=("obs", "actions", "rewards", "new_obs", "terminateds")))

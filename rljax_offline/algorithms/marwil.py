@@ -30,7 +30,6 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
-import optax
 
 from rljax_offline import spaces as sp
 from rljax_offline.algorithms.config import (
@@ -43,17 +42,18 @@ from rljax_offline.algorithms.config import (
 )
 from rljax_offline.connectors.common import expand, latest, num_sequences
 from rljax_offline.connectors.core import Connector, stateless
-from rljax_offline.learning.core import Learner, Loss, global_mean
+from rljax_offline.learning.core import global_mean
+from rljax_offline.learning.optim import make_optimizer
+from rljax_offline.learning.spec import (
+    ActingSpec,
+    AlgorithmSpec,
+    DataSpec,
+    LearningSpec,
+    Loss,
+)
 from rljax_offline.models.networks import Network, value_network
 from rljax_offline.models.policy import make_policy
 from rljax_offline.models.recurrent import step_rows
-
-
-def make_optimizer(lr: float, grad_clip: float | None = None) -> optax.GradientTransformation:
-    """Adam, after global-norm gradient clipping when `grad_clip` is set (RLlib's
-    `grad_clip` with `grad_clip_by="global_norm"`)."""
-    adam = optax.adam(lr)
-    return optax.chain(optax.clip_by_global_norm(grad_clip), adam) if grad_clip else adam
 
 
 def add_returns_to_go(gamma: float, bootstrap_obs: bool = True) -> Connector:
@@ -161,13 +161,14 @@ class MARWILConfig(AlgorithmConfig):
             raise ConfigError(f"{type(self).__name__}: lambda_ must be 1.0 (MARWIL's value "
                               f"targets are discounted returns), got {self.lambda_!r}")
 
-    def make_learner(self, obs_spec, act_spec) -> Learner:
+    def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
         self.check_spaces(obs_spec, act_spec)
         policy = make_policy(obs_spec, act_spec, **self.model_config)
         optimizer = make_optimizer(self.lr, self.grad_clip)
-        act = lambda params, obs: policy.apply(params["policy"], obs)
+        acting = ActingSpec(act=lambda params, obs: policy.apply(params["policy"], obs),
+                            dist=policy.dist, policy=policy)
         if self.beta == 0.0:
-            return _bc_learner(policy, optimizer, act, self.bc_logstd_coeff)
+            return _bc_spec(policy, optimizer, acting, self.bc_logstd_coeff)
         value = value_network(obs_spec, self.model_config)
         recurrent = policy.is_stateful
         beta, rate, vf_coeff = self.beta, self.moving_average_sqd_adv_norm_update_rate, \
@@ -206,17 +207,18 @@ class MARWILConfig(AlgorithmConfig):
                            batch["advantage_weights"],
                            "entropy": policy.dist.entropy(inputs)}
 
-        return Learner(init=init, act=act, dist=policy.dist, prepare=prepare, policy=policy,
-                       losses=(Loss("default_optimizer", ("policy", "value"), loss, optimizer),),
-                       extra_init={"moving_avg_sqd_adv_norm": jnp.float32(
-                           self.moving_average_sqd_adv_norm_start)},
-                       columns=("obs", "actions", "returns_to_go", "bootstrap_discount",
-                                "bootstrap_obs") + (("bootstrap_seq_lens",) if recurrent
-                                                    else ()),
-                       learner_connector=(add_returns_to_go(self.gamma,
-                                                            bootstrap_obs=not recurrent),),
-                       sequence_connector=((add_bootstrap_window(policy.max_seq_len),)
-                                           if recurrent else ()))
+        learning = LearningSpec(
+            init=init, prepare=prepare,
+            losses=(Loss("default_optimizer", ("policy", "value"), loss, optimizer),),
+            extra_init={"moving_avg_sqd_adv_norm": jnp.float32(
+                self.moving_average_sqd_adv_norm_start)})
+        data = DataSpec(
+            columns=("obs", "actions", "returns_to_go", "bootstrap_discount",
+                     "bootstrap_obs") + (("bootstrap_seq_lens",) if recurrent else ()),
+            learner_connector=(add_returns_to_go(self.gamma, bootstrap_obs=not recurrent),),
+            sequence_connector=((add_bootstrap_window(policy.max_seq_len),)
+                                if recurrent else ()))
+        return AlgorithmSpec(learning, acting, data)
 
 
 def _log_std(policy, inputs):
@@ -226,7 +228,7 @@ def _log_std(policy, inputs):
     return jnp.sum(jnp.split(inputs, 2, axis=-1)[1], axis=-1)
 
 
-def _bc_learner(policy, optimizer, act, logstd_coeff: float) -> Learner:
+def _bc_spec(policy, optimizer, acting: ActingSpec, logstd_coeff: float) -> AlgorithmSpec:
     """MARWIL at beta=0: the negative log-likelihood of the data's actions, no value net."""
 
     def loss(params, batch, rng):
@@ -236,5 +238,6 @@ def _bc_learner(policy, optimizer, act, logstd_coeff: float) -> Learner:
         return nll, {"policy_loss": nll, "total_loss": nll,
                      "entropy": policy.dist.entropy(inputs)}
 
-    return Learner(init=lambda rng: {"policy": policy.init(rng)}, act=act, dist=policy.dist,
-                   policy=policy, losses=(Loss("default_optimizer", ("policy",), loss, optimizer),))
+    learning = LearningSpec(init=lambda rng: {"policy": policy.init(rng)},
+                            losses=(Loss("default_optimizer", ("policy",), loss, optimizer),))
+    return AlgorithmSpec(learning, acting, DataSpec())

@@ -55,11 +55,18 @@ from rljax_offline.algorithms.config import (
     positive_int,
     unit_interval_open_left,
 )
-from rljax_offline.algorithms.marwil import make_optimizer
 from rljax_offline.connectors.core import Connector, stateless
 from rljax_offline.connectors.env_to_module import mean_std_filter
-from rljax_offline.learning.core import Learner, Loss, global_mean, per_example_normal
+from rljax_offline.learning.core import global_mean, per_example_normal
 from rljax_offline.learning.losses import check_bounded, not_terminal, q_ensemble
+from rljax_offline.learning.optim import make_optimizer
+from rljax_offline.learning.spec import (
+    ActingSpec,
+    AlgorithmSpec,
+    DataSpec,
+    LearningSpec,
+    Loss,
+)
 from rljax_offline.models.distributions import action_scaler, deterministic
 from rljax_offline.models.networks import mlp_network
 from rljax_offline.models.policy import is_recurrent
@@ -127,7 +134,7 @@ class TD3BCConfig(AlgorithmConfig):
                       if self.normalize_observations else [])
         return [*normalizer, *super().learner_connector_pieces(spaces)]
 
-    def make_learner(self, obs_spec, act_spec) -> Learner:
+    def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
         self.check_spaces(obs_spec, act_spec)
         dim = sp.flat_dim(act_spec)
         policy = mlp_network(obs_spec, dim, self.model_config)
@@ -167,17 +174,20 @@ class TD3BCConfig(AlgorithmConfig):
             loss = -lam * q1 + bc
             return loss, {"policy_loss": loss, "bc_loss": bc, "q_lambda": lam}
 
-        return Learner(
-            init=init, act=lambda params, obs: policy.apply(params["policy"], obs), dist=dist,
+        learning = LearningSpec(
+            init=init,
             losses=(Loss("critic", ("q",), critic_loss,
                          make_optimizer(self.critic_lr, self.grad_clip)),
                     Loss("actor", ("policy",), actor_loss,
                          make_optimizer(self.actor_lr, self.grad_clip),
                          every=self.update_actor_interval)),
             targets={"target_policy": "policy", "target_q": "q"}, tau=self.tau,
-            target_update_period=self.update_actor_interval,
-            learner_connector=(clip_data_actions(act_spec),),
-            columns=("obs", "actions", "rewards", "new_obs", "terminateds"))
+            target_update_period=self.update_actor_interval)
+        acting = ActingSpec(act=lambda params, obs: policy.apply(params["policy"], obs),
+                            dist=dist)
+        return AlgorithmSpec(learning, acting, DataSpec(
+            columns=("obs", "actions", "rewards", "new_obs", "terminateds"),
+            learner_connector=(clip_data_actions(act_spec),)))
 
 
 def clip_data_actions(act_spec: sp.BoxSpec) -> Connector:

@@ -1,6 +1,7 @@
 """The learner core: one generic update for every algorithm, written the pmap way.
 
-An algorithm is a `Learner`: how to initialise its networks, and an ordered tuple of `Loss`es,
+What the core steps is a `LearningSpec` (`learning.spec`): how to initialise the networks, and an
+ordered tuple of `Loss`es,
 each a pure `(params, batch, rng) -> (per_example_loss [N], metrics)` with the networks it
 optimizes and its optax optimizer (actor, critic, entropy or Lagrange multipliers: as many as
 the algorithm has). The core does the rest, for all of them alike:
@@ -19,14 +20,7 @@ The per-device update runs in three ways that agree (tests check all three):
 sums the gradients of replicated params over the axis itself), `jax.pmap` (the gradients are
 `psum`med explicitly), and plain `jit` with no axis for one device.
 
-Example (a complete BC learner):
-    >>> policy = make_policy(obs_spec, act_spec)
-    >>> def nll(params, batch, rng):
-    ...     inputs = policy.dist_inputs(params["policy"], batch)
-    ...     return -policy.dist.logp(inputs, batch["actions"]), {}
-    >>> learner = Learner(init=lambda rng: {"policy": policy.init(rng)},
-    ...                   losses=(Loss("default_optimizer", ("policy",), nll, optax.adam(1e-3)),),
-    ...                   act=lambda p, obs: policy.apply(p["policy"], obs), dist=policy.dist)
+See `learning.spec` for a complete example.
 """
 
 from __future__ import annotations
@@ -46,86 +40,13 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from rljax_offline.learning.spec import LearningSpec, TrainState
 from rljax_offline.runtime.background import Background
 from rljax_offline.runtime.prefetch import Prefetcher
 
 AXIS = "data"
 MODES = ("shard_map", "pmap", "jit")
 SAMPLE_UNITS = ("timesteps", "episodes")
-
-
-class TrainState(NamedTuple):
-    """Everything an update reads and writes: a pytree, saved whole in checkpoints.
-
-    `params` maps network names (`policy`, `value`, `q`, `target_q`, ...) to their params;
-    `opt_states` maps each `Loss.name` to its optax state; `extra` holds algorithm statistics
-    that change without gradients (MARWIL's moving average of squared advantages)."""
-
-    params: dict
-    opt_states: dict
-    step: jax.Array
-    rng: jax.Array
-    connector_state: Any = ()
-    extra: dict = {}  # noqa: RUF012 - NamedTuple defaults are never mutated here
-
-
-class Loss(NamedTuple):
-    """One optimized group: `fn(params, batch, rng) -> (per_example_loss [N], metrics)`.
-
-    `params` is the full dict (targets included); gradients flow only into `networks`.
-    `metrics` values are per-example `[N]` arrays (reduced like the loss) or device-invariant
-    scalars. `rng` holds one key per example, `[N, 2]`. Sequence batches (recurrent
-    policies: `loss_mask` `[B, T]`) have one example per timestep: values `[B, T]` or `[B * T]`,
-    keys `[B, T, 2]`. `every`: the optimizer steps only on
-    updates whose count is a multiple of it (TD3's delayed policy updates); in between its
-    networks and optimizer state are left exactly as they are."""
-
-    name: str
-    networks: tuple[str, ...]
-    fn: Callable
-    optimizer: optax.GradientTransformation
-    every: int = 1
-
-
-class Learner(NamedTuple):
-    """An algorithm's learner, as pure functions (see the module docstring).
-
-    Attributes:
-      init: `rng -> params` of the online networks; targets are copied from them.
-      losses: the optimized groups, applied in order.
-      act: `(params, obs [N, ...]) -> action_dist_inputs [N, d]`, what acting runs.
-      dist: the distribution of `act`'s output (`greedy`, `sample`, `logp`, `entropy`).
-      targets: target name -> online name, updated `t <- tau * online + (1 - tau) * t` every
-        `target_update_period` updates (tau 1: a hard copy).
-      prepare: `(params, extra, batch, rng) -> (batch, extra)`, on the device before the
-        losses: columns that need the current networks (MARWIL's advantages), statistics.
-      extra_init: the initial `TrainState.extra`.
-      columns: the learner-pipeline columns the losses read (kept when data is materialized).
-      learner_connector: pieces the algorithm appends to the default learner pipeline.
-      policy: the `models.policy.Policy` that `act` runs on `params[policy_network]`, where
-        the algorithm acts through one (acting needs it for recurrent policies' state; a
-        recurrent one makes the data sequences, its `state_in` rides in the batch).
-      policy_network: the params entry `policy` runs on (`"q"` for a Q-greedy policy;
-        None: all the params, for a module of several networks such as PPO's recurrent
-        actor-critic, whose state holds both networks' states).
-      sequence_connector: pieces appended after the time dimension is added (recurrent
-        policies only; columns per sequence, e.g. MARWIL's bootstrap window).
-    """
-
-    init: Callable
-    losses: tuple
-    act: Callable
-    dist: Any
-    targets: dict = {}  # noqa: RUF012
-    tau: float = 1.0
-    target_update_period: int = 1
-    prepare: Callable | None = None
-    extra_init: dict = {}  # noqa: RUF012
-    columns: tuple = ("obs", "actions")
-    learner_connector: tuple = ()
-    policy: Any = None
-    policy_network: str = "policy"
-    sequence_connector: tuple = ()
 
 
 # ---------------------------------------------------------------------- reductions
@@ -206,35 +127,37 @@ def _compile_init(lowered) -> Any:
     return lowered.compile(compiler_options=_INIT_COMPILER_OPTIONS)
 
 
-def init_state(learner: Learner, seed: int = 0, connector_state: Any = ()) -> TrainState:
+def init_state(learning: LearningSpec, seed: int = 0, connector_state: Any = ()) -> TrainState:
     """A fresh `TrainState`: online networks, their target copies, one optimizer state per
     loss, the step counter and the algorithm's statistics, all made by one compiled program
     (op-by-op init compiles every small op, one program each)."""
-    return _traced_init(learner, seed, connector_state)()
+    return _traced_init(learning, seed, connector_state)()
 
 
-def start_init_state(learner: Learner, seed: int = 0, connector_state: Any = ()) -> Background:
+def start_init_state(learning: LearningSpec, seed: int = 0,
+                     connector_state: Any = ()) -> Background:
     """`init_state` whose program is traced now, on the caller's thread (so a mistake in the
-    learner's `init` raises here), then lowered, compiled and run on a background thread:
+    spec's `init` raises here), then lowered, compiled and run on a background thread:
     XLA's compile releases the GIL, so the caller reads its data meanwhile. `.result()` is
     the `TrainState` (or the lowering's, compile's or run's error)."""
-    return Background(_traced_init(learner, seed, connector_state))
+    return Background(_traced_init(learning, seed, connector_state))
 
 
-def _traced_init(learner: Learner, seed: int, connector_state: Any) -> Callable[[], TrainState]:
+def _traced_init(learning: LearningSpec, seed: int,
+                 connector_state: Any) -> Callable[[], TrainState]:
     """The init program, traced; calling the result lowers, compiles and runs it."""
 
     def init(seed):
         init_key, rng = jax.random.split(jax.random.PRNGKey(seed))
-        params = dict(learner.init(init_key))
-        for target, online in learner.targets.items():
+        params = dict(learning.init(init_key))
+        for target, online in learning.targets.items():
             params[target] = jax.tree_util.tree_map(jnp.copy, params[online])
         opt_states = {loss.name: loss.optimizer.init(_subset(params, loss.networks))
-                      for loss in learner.losses}
-        extra = jax.tree_util.tree_map(jnp.asarray, dict(learner.extra_init))
+                      for loss in learning.losses}
+        extra = jax.tree_util.tree_map(jnp.asarray, dict(learning.extra_init))
         return params, opt_states, rng, jnp.zeros((), jnp.int32), extra
 
-    _check_learner(learner)
+    _check_learning(learning)
     seed = np.asarray(seed, np.int32)
     traced = jax.jit(init).trace(seed)
 
@@ -247,20 +170,20 @@ def _traced_init(learner: Learner, seed: int, connector_state: Any) -> Callable[
     return compile_and_run
 
 
-def _check_learner(learner: Learner) -> None:
-    names = [loss.name for loss in learner.losses]
+def _check_learning(learning: LearningSpec) -> None:
+    names = [loss.name for loss in learning.losses]
     if len(set(names)) != len(names):
         raise ValueError(f"loss names must be unique (one optimizer state each), got {names}")
-    if any(not isinstance(loss.every, int) or loss.every < 1 for loss in learner.losses):
+    if any(not isinstance(loss.every, int) or loss.every < 1 for loss in learning.losses):
         raise ValueError("Loss.every must be an int >= 1")
-    if not 0.0 < learner.tau <= 1.0:
-        raise ValueError(f"tau must be in (0, 1], got {learner.tau}")
+    if not 0.0 < learning.tau <= 1.0:
+        raise ValueError(f"tau must be in (0, 1], got {learning.tau}")
 
 
 def _subset(params: dict, names: tuple) -> dict:
     missing = [n for n in names if n not in params]
     if missing:
-        raise KeyError(f"a loss optimizes networks {missing} that the learner's init does not "
+        raise KeyError(f"a loss optimizes networks {missing} that the spec's init does not "
                        f"create; it has {sorted(params)}")
     return {n: params[n] for n in names}
 
@@ -295,7 +218,7 @@ def _step_keys(keys: jax.Array, mask: jax.Array) -> jax.Array:
     return jax.vmap(lambda k: jax.vmap(lambda t: jax.random.fold_in(k, t))(ts))(keys)
 
 
-def make_update(learner: Learner, *, axis_name: str | None = AXIS, grads_summed: bool = True):
+def make_update(learning: LearningSpec, *, axis_name: str | None = AXIS, grads_summed: bool = True):
     """The per-device update `(state, batch) -> (state, metrics)`.
 
     `batch` is this device's shard of the global batch (a dict of `[n, ...]` arrays with an
@@ -317,11 +240,11 @@ def make_update(learner: Learner, *, axis_name: str | None = AXIS, grads_summed:
             example_keys = _step_keys(example_keys, mask)
             fold = jnp.vectorize(jax.random.fold_in, signature="(k),()->(k)")
             params, extra = state.params, state.extra
-            if learner.prepare is not None:
-                batch, extra = learner.prepare(params, extra, batch, fold(example_keys, 0))
+            if learning.prepare is not None:
+                batch, extra = learning.prepare(params, extra, batch, fold(example_keys, 0))
             weight = jnp.maximum(axis.psum(mask.sum()), 1.0)
             opt_states, metrics = dict(state.opt_states), {}
-            for i, loss in enumerate(learner.losses):
+            for i, loss in enumerate(learning.losses):
                 keys = fold(example_keys, i + 1)
 
                 def objective(sub, loss=loss, keys=keys, params=params):
@@ -344,8 +267,8 @@ def make_update(learner: Learner, *, axis_name: str | None = AXIS, grads_summed:
                 metrics.update(_reduce_metrics(aux, mask))
                 metrics[f"gradients_{loss.name}_global_norm"] = optax.tree.norm(grads)
             step = state.step + 1
-            if learner.targets:
-                params = _update_targets(params, learner, step)
+            if learning.targets:
+                params = _update_targets(params, learning, step)
             metrics["num_module_steps_trained"] = axis.psum(mask.sum())
         return TrainState(params=params, opt_states=opt_states, step=step, rng=rng,
                           connector_state=state.connector_state, extra=extra), metrics
@@ -353,11 +276,11 @@ def make_update(learner: Learner, *, axis_name: str | None = AXIS, grads_summed:
     return update
 
 
-def _update_targets(params: dict, learner: Learner, step: jax.Array) -> dict:
-    period, tau = learner.target_update_period, learner.tau
+def _update_targets(params: dict, learning: LearningSpec, step: jax.Array) -> dict:
+    period, tau = learning.target_update_period, learning.tau
     due = (step % period) == 0 if period > 1 else True
     params = dict(params)
-    for target, online in learner.targets.items():
+    for target, online in learning.targets.items():
         new = jax.tree_util.tree_map(lambda o, t: tau * o + (1.0 - tau) * t,
                                      params[online], params[target])
         params[target] = new if period == 1 else jax.tree_util.tree_map(
@@ -502,14 +425,14 @@ class DataParallel:
     `jax.distributed`, every process's: see `select_devices`).
 
     Args:
-      learner: the algorithm's `Learner`.
+      learning: the algorithm's `LearningSpec`.
       devices: the devices (one is fine).
       global_batch_size: rows of one update over all devices; must divide evenly.
       mode: "shard_map" (default: `jax.shard_map` with `check_vma=True` over a `("data",)`
         mesh), "pmap" (`jax.pmap`), or "jit" (plain jit, one device, no axis).
     """
 
-    def __init__(self, learner: Learner, devices: list, global_batch_size: int,
+    def __init__(self, learning: LearningSpec, devices: list, global_batch_size: int,
                  mode: str = "shard_map"):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -519,7 +442,7 @@ class DataParallel:
         if global_batch_size % n:
             raise ValueError(f"train_batch_size_per_learner={global_batch_size} does not "
                              f"divide over {n} devices; use a multiple of {n}")
-        self.learner, self.devices, self.mode = learner, devices, mode
+        self.learning, self.devices, self.mode = learning, devices, mode
         self.process_count = len({d.process_index for d in devices})
         self.multi_process = self.process_count > 1
         if self.multi_process and mode == "pmap":
@@ -530,7 +453,7 @@ class DataParallel:
         self.mesh = Mesh(np.asarray(devices), (AXIS,))
         self.replicated = NamedSharding(self.mesh, P())
         self.sharded = NamedSharding(self.mesh, P(AXIS))
-        self._update = make_update(learner, axis_name=None if mode == "jit" else AXIS,
+        self._update = make_update(learning, axis_name=None if mode == "jit" else AXIS,
                                    grads_summed=mode == "shard_map")
 
     # -------------------------------------------------------------- placement

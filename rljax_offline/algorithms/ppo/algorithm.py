@@ -54,8 +54,8 @@ class PPO(Algorithm):
         super().__init__(config)
         # PPO's updates take minibatches (of sequences, for a recurrent policy); the train
         # batch is the sampled rollout.
-        self.dp = DataParallel(self.learner, self.devices, self._rows_for(config.minibatch_size),
-                               mode=config.update_mode)
+        self.dp = DataParallel(self.spec.learning, self.devices,
+                               self._rows_for(config.minibatch_size), mode=config.update_mode)
         self._epochs = None
         self._sequence_slots = 0
         self._sampler = None
@@ -100,12 +100,12 @@ class PPO(Algorithm):
         base = default_learner(self.spaces, *custom,
                                add_default_connectors=c.add_default_connectors_to_learner_pipeline)
         warm = pipeline(base, add_returns_to_go(c.gamma))
-        learner = c.value_warmup_learner(base.out_spaces(self.spaces).observation)
+        spec = c.value_warmup_spec(base.out_spaces(self.spaces).observation)
         episodes = self._prelearned(list(self._episode_stream(0, shuffle=False)))
         cols, _, _ = self._columns(episodes, warm.init(self.spaces), fit=False,
-                                apply=jax.jit(warm.apply), columns=learner.columns)
-        dp = DataParallel(learner, self.devices, _WARMUP_BATCH, mode=c.update_mode)
-        state = init_state(learner, c.seed)
+                                apply=jax.jit(warm.apply), columns=spec.data.columns)
+        dp = DataParallel(spec.learning, self.devices, _WARMUP_BATCH, mode=c.update_mode)
+        state = init_state(spec.learning, c.seed)
         state = state._replace(params={"value": jax.device_get(self.state.params["value"])})
         state, metrics = dp.scan_on_device(c.value_warmup_updates)(
             dp.put_replicated(state), dp.put_replicated(cols))
@@ -157,7 +157,7 @@ class PPO(Algorithm):
         if self.is_stateful:
             cols = self._pad_sequences(cols)
             cols["advantages"] = standardize(cols["advantages"], cols["loss_mask"])
-            minibatch_steps = self.dp.batch_size * self.learner.policy.max_seq_len
+            minibatch_steps = self.dp.batch_size * self.spec.acting.policy.max_seq_len
             trained_env_steps = steps
         else:
             cols = jax.tree_util.tree_map(lambda x: x[:n], cols)
@@ -210,7 +210,7 @@ class PPO(Algorithm):
         next power of two, one compile more."""
         c = self.config
         count = len(cols["seq_lens"])
-        seq_len = self.learner.policy.max_seq_len
+        seq_len = self.spec.acting.policy.max_seq_len
         envs = c.num_envs_per_env_runner
         base = 2 * -(-(c.train_batch_size_per_learner + envs) // seq_len) + envs
         self._sequence_slots = max(self._sequence_slots, base)

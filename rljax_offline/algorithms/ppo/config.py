@@ -52,10 +52,16 @@ from rljax_offline.algorithms.config import (
     positive_int,
     probability,
 )
-from rljax_offline.algorithms.marwil import make_optimizer
 from rljax_offline.connectors.common import num_sequences
 from rljax_offline.connectors.core import Connector, stateless
-from rljax_offline.learning.core import Learner, Loss
+from rljax_offline.learning.optim import make_optimizer
+from rljax_offline.learning.spec import (
+    ActingSpec,
+    AlgorithmSpec,
+    DataSpec,
+    LearningSpec,
+    Loss,
+)
 from rljax_offline.models.networks import Network, value_network
 from rljax_offline.models.policy import MODEL_CONFIG_DEFAULTS, Policy, is_recurrent, make_policy
 from rljax_offline.models.recurrent import step_rows
@@ -260,8 +266,8 @@ class PPOConfig(AlgorithmConfig):
             raise ConfigError(f"{type(self).__name__}: init_policy_from must be {expected}, "
                               f"got {self.init_policy_from!r}")
 
-    def make_learner(self, obs_spec, act_spec) -> Learner:
-        """PPO's learner. Recurrent (`use_lstm` / `use_gru`): the policy and the value network
+    def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
+        """PPO's spec. Recurrent (`use_lstm` / `use_gru`): the policy and the value network
         are recurrent with their own cells (`actor_critic_module`), the train rows are
         `max_seq_len` sequences, GAE runs on them (`sequence_advantage_estimation`) and the
         loss unrolls both networks from the sequences' recorded `state_in`."""
@@ -301,20 +307,23 @@ class PPOConfig(AlgorithmConfig):
                            "mean_kl_loss": kl, "total_loss": total,
                            "clip_fraction": (jnp.abs(ratio - 1) > clip).astype(jnp.float32)}
 
+        learning = LearningSpec(
+            init=init, prepare=prepare,
+            losses=(Loss("default_optimizer", ("policy", "value"), loss, optimizer),),
+            extra_init={"curr_kl_coeff": np.float32(self.kl_coeff)})
+        act = lambda params, obs: policy.apply(params["policy"], obs)
         if module is None:
-            pieces = {"learner_connector": (general_advantage_estimation(
-                self.gamma, self.lambda_, value),)}
+            acting = ActingSpec(act=act, dist=policy.dist)
+            data = DataSpec(columns=PPO_COLUMNS, learner_connector=(
+                general_advantage_estimation(self.gamma, self.lambda_, value),))
         else:
-            pieces = {"policy": module, "policy_network": None,
-                      "sequence_connector": (sequence_advantage_estimation(
-                          self.gamma, self.lambda_, value, policy.max_seq_len),)}
-        return Learner(init=init, act=lambda params, obs: policy.apply(params["policy"], obs),
-                       dist=policy.dist, prepare=prepare,
-                       losses=(Loss("default_optimizer", ("policy", "value"), loss, optimizer),),
-                       extra_init={"curr_kl_coeff": np.float32(self.kl_coeff)},
-                       columns=PPO_COLUMNS, **pieces)
+            acting = ActingSpec(act=act, dist=policy.dist, policy=module, policy_network=None)
+            data = DataSpec(columns=PPO_COLUMNS, sequence_connector=(
+                sequence_advantage_estimation(self.gamma, self.lambda_, value,
+                                              policy.max_seq_len),))
+        return AlgorithmSpec(learning, acting, data)
 
-    def value_warmup_learner(self, obs_spec) -> Learner:
+    def value_warmup_spec(self, obs_spec) -> AlgorithmSpec:
         """The value network alone, regressing the offline data's discounted returns
         (MARWIL's targets: `returns_to_go + bootstrap_discount * V(bootstrap_obs)`): run
         before fine-tuning so PPO's first advantages are not against an untrained V."""
@@ -331,11 +340,11 @@ class PPOConfig(AlgorithmConfig):
             vf_loss = 0.5 * (value.apply(params["value"], batch["obs"]) - target) ** 2
             return vf_loss, {"vf_loss": vf_loss}
 
-        return Learner(init=lambda rng: {"value": value.init(rng)},
-                       losses=(Loss("value_warmup", ("value",), loss,
-                                    optax.adam(self.value_warmup_lr)),),
-                       act=lambda params, obs: value.apply(params["value"], obs), dist=None,
-                       columns=("obs", "returns_to_go", "bootstrap_discount", "bootstrap_obs"))
+        learning = LearningSpec(init=lambda rng: {"value": value.init(rng)},
+                                losses=(Loss("value_warmup", ("value",), loss,
+                                             optax.adam(self.value_warmup_lr)),))
+        return AlgorithmSpec(learning, None, DataSpec(
+            columns=("obs", "returns_to_go", "bootstrap_discount", "bootstrap_obs")))
 
     def build(self):
         """The online `PPO` algorithm. Fine-tuning (`init_policy_from`) takes the

@@ -1,0 +1,140 @@
+"""What an algorithm is, as data: the spec types the engine, acting and data reading take.
+
+An algorithm's config turns itself into an `AlgorithmSpec` (`AlgorithmConfig.make_spec`),
+three honest parts, each read by the code that needs it and nothing else:
+
+* `LearningSpec`: what the engine steps (networks to init, `Loss`es, Polyak targets, the
+  on-device `prepare`); `DataParallel`, `make_update` and `init_state` take only this;
+* `ActingSpec`: what acting and export run (`act`, its distribution, a recurrent policy);
+* `DataSpec`: what the learner pipeline must make (columns, the algorithm's pieces).
+
+The engine's state is one `TrainState` pytree, saved whole in checkpoints.
+
+Example (a complete BC spec):
+    >>> policy = make_policy(obs_spec, act_spec)
+    >>> def nll(params, batch, rng):
+    ...     inputs = policy.dist_inputs(params["policy"], batch)
+    ...     return -policy.dist.logp(inputs, batch["actions"]), {}
+    >>> spec = AlgorithmSpec(
+    ...     learning=LearningSpec(init=lambda rng: {"policy": policy.init(rng)},
+    ...                           losses=(Loss("default_optimizer", ("policy",), nll,
+    ...                                        optax.adam(1e-3)),)),
+    ...     acting=ActingSpec(act=lambda p, obs: policy.apply(p["policy"], obs),
+    ...                       dist=policy.dist),
+    ...     data=DataSpec(columns=("obs", "actions")))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import optax
+
+
+class TrainState(NamedTuple):
+    """Everything an update reads and writes: a pytree, saved whole in checkpoints.
+
+    `params` maps network names (`policy`, `value`, `q`, `target_q`, ...) to their params;
+    `opt_states` maps each `Loss.name` to its optax state; `extra` holds algorithm statistics
+    that change without gradients (MARWIL's moving average of squared advantages)."""
+
+    params: dict
+    opt_states: dict
+    step: jax.Array
+    rng: jax.Array
+    connector_state: Any = ()
+    extra: dict = {}  # noqa: RUF012 - NamedTuple defaults are never mutated here
+
+
+class Loss(NamedTuple):
+    """One optimized group: `fn(params, batch, rng) -> (per_example_loss [N], metrics)`.
+
+    `params` is the full dict (targets included); gradients flow only into `networks`.
+    `metrics` values are per-example `[N]` arrays (reduced like the loss) or device-invariant
+    scalars. `rng` holds one key per example, `[N, 2]`. Sequence batches (recurrent
+    policies: `loss_mask` `[B, T]`) have one example per timestep: values `[B, T]` or `[B * T]`,
+    keys `[B, T, 2]`. `every`: the optimizer steps only on
+    updates whose count is a multiple of it (TD3's delayed policy updates); in between its
+    networks and optimizer state are left exactly as they are."""
+
+    name: str
+    networks: tuple[str, ...]
+    fn: Callable
+    optimizer: optax.GradientTransformation
+    every: int = 1
+
+
+class LearningSpec(NamedTuple):
+    """What the engine steps, as pure functions.
+
+    Attributes:
+      init: `rng -> params` of the online networks; targets are copied from them.
+      losses: the optimized groups (`Loss`), applied in order (a later loss sees the params
+        the earlier ones produced, as SAC-style learners do).
+      targets: target name -> online name, updated `t <- tau * online + (1 - tau) * t` every
+        `target_update_period` updates (tau 1: a hard copy).
+      tau: the Polyak rate, in (0, 1].
+      target_update_period: updates between target updates.
+      prepare: `(params, extra, batch, rng) -> (batch, extra)`, on the device before the
+        losses: columns that need the current networks (MARWIL's advantages), statistics.
+      extra_init: the initial `TrainState.extra`.
+    """
+
+    init: Callable
+    losses: tuple
+    targets: dict = {}  # noqa: RUF012
+    tau: float = 1.0
+    target_update_period: int = 1
+    prepare: Callable | None = None
+    extra_init: dict = {}  # noqa: RUF012
+
+
+class ActingSpec(NamedTuple):
+    """What acting (`ActorPolicy`, `EnvRunner`) and export run of an algorithm.
+
+    Attributes:
+      act: `(params, obs [N, ...]) -> action_dist_inputs [N, d]`, on all the params.
+      dist: the distribution of `act`'s output (`greedy`, `sample`, `logp`, `entropy`).
+      policy: the `models.policy.Policy` that `act` runs on `params[policy_network]`, where
+        the algorithm acts through one (acting needs it for recurrent policies' state; a
+        recurrent one makes the data sequences, its `state_in` rides in the batch).
+      policy_network: the params entry `policy` runs on (`"q"` for a Q-greedy policy;
+        None: all the params, for a module of several networks such as PPO's recurrent
+        actor-critic, whose state holds both networks' states).
+    """
+
+    act: Callable
+    dist: Any
+    policy: Any = None
+    policy_network: str | None = "policy"
+
+    @property
+    def is_stateful(self) -> bool:
+        """Whether acting carries a recurrent state from step to step."""
+        return bool(self.policy is not None and self.policy.is_stateful)
+
+
+class DataSpec(NamedTuple):
+    """What the learner pipeline must make for the losses.
+
+    Attributes:
+      columns: the learner-pipeline columns the losses read (kept when data is materialized).
+      learner_connector: pieces the algorithm appends to the default learner pipeline.
+      sequence_connector: pieces appended after the time dimension is added (recurrent
+        policies only; columns per sequence, e.g. MARWIL's bootstrap window).
+    """
+
+    columns: tuple = ("obs", "actions")
+    learner_connector: tuple = ()
+    sequence_connector: tuple = ()
+
+
+class AlgorithmSpec(NamedTuple):
+    """An algorithm as its config builds it for given spaces: learning, acting and data.
+    `acting` is None where nothing acts (PPO's value warm-up)."""
+
+    learning: LearningSpec
+    acting: ActingSpec | None
+    data: DataSpec = DataSpec()
