@@ -199,10 +199,19 @@ def pendulum(tmp_path_factory):
     return path
 
 
-def pendulum_config(data, **training):
-    return (small(num_updates_per_iteration=5, **training).environment("Pendulum-v1")
-            .offline_data(input_=data).learners(num_devices=1)
+def pendulum_config(data, num_devices=1, updates=5):
+    return (small(num_updates_per_iteration=updates).environment("Pendulum-v1")
+            .offline_data(input_=data).learners(num_devices=num_devices)
             .evaluation(evaluation_interval=0))
+
+
+def test_actor_steps_on_every_second_update_on_eight_devices(pendulum):
+    algo = pendulum_config(pendulum, num_devices=8, updates=4).build()
+    result = algo.train()
+    assert result["num_devices"] == 8 and int(algo.state.step) == 4
+    assert int(algo.state.opt_states["actor"][0].count) == 2
+    assert int(algo.state.opt_states["critic"][0].count) == 4
+    algo.stop()
 
 
 def test_observations_are_normalized_by_the_data_sets_mean_and_std_also_at_acting(
