@@ -257,3 +257,70 @@ def test_model_connectors_add_previous_action_and_reward_for_the_lstm():
     assert default_env_to_module(SPACES, *pieces).out_spaces(SPACES).observation.shape == (7,)
     image = Spaces.of(gym.spaces.Box(0, 255, (10, 10, 3), np.uint8), ACT)
     assert default_env_to_module(image).out_spaces(image).observation.shape == (10, 10, 3)
+
+
+def _rllib_replay(obs, order, k=4):
+    """RLlib's env-to-module `obs` for each call of a lockstep replay of `obs` [T, N, d]:
+    `MeanStdFilter` pushes each episode's newest observation, normalizes it and writes it back
+    into the episode; `FrameStackingEnvToModule` reads the episode's last `k` observations
+    (zeros before the first). `order` "filter_stack" or "stack_filter"."""
+    T, N, d = obs.shape
+    episodes = [[] for _ in range(N)]
+    stats = NumpyMeanStd((d * k,) if order == "stack_filter" else (d,))
+    calls = []
+    for t in range(T):
+        out = []
+        for i in range(N):
+            episodes[i].append(obs[t, i].astype(np.float64))
+            if order == "filter_stack":
+                stats.push(episodes[i][-1])
+                episodes[i][-1] = stats(episodes[i][-1])  # set_observations(at_indices=-1)
+            frames = ([np.zeros(d)] * k + episodes[i])[-k:]
+            x = np.concatenate(frames)
+            if order == "stack_filter":
+                stats.push(x)
+                x = stats(x)
+            out.append(x)
+        calls.append(np.stack(out))
+    return calls
+
+
+@pytest.mark.parametrize("order", ["filter_stack", "stack_filter"])
+def test_filter_then_frame_stack_reads_past_frames_as_normalized_at_their_step(order):
+    """A 6-episode lockstep replay: the env-to-module pipeline stepped as RLlib steps its live
+    episodes (jitted, `apply_writing_back`) and the actor with learning statistics give RLlib's
+    numbers in both orders (the first frame of episode 0 at call 1: 0, the first observation
+    ever pushed)."""
+    from rljax_offline.acting.actor import ModulePolicy, make_actor
+    from rljax_offline.connectors import apply_writing_back
+    from rljax_offline.episode.builder import EpisodeBuilder
+
+    rng = np.random.default_rng(0)
+    T, N, k = 5, 6, 4
+    obs = (rng.normal(size=(T, N, 3)) * [1.0, 2.0, 0.5] + [0.5, -1.0, 2.0]).astype(np.float32)
+    want = _rllib_replay(obs, order, k)
+    pieces = ((mean_std_filter(), frame_stack(k)) if order == "filter_stack"
+              else (frame_stack(k), mean_std_filter()))
+    pipe = default_env_to_module(SPACES, *pieces)
+    f = jax.jit(functools.partial(apply_writing_back, pipe))
+    state, held = pipe.init(SPACES), [[] for _ in range(N)]
+    for t in range(T):
+        eps = [EpisodeBuilder(observations=[*held[i], obs[t, i]], actions=[0] * t,
+                              rewards=[0.0] * t).finalize() for i in range(N)]
+        batch_eps = EpisodeBatch.from_episodes(eps, max_len=8)
+        _, batch, state, written = f(state, batch_eps, {}, Context(written_back=True))
+        np.testing.assert_allclose(batch["obs"], want[t], rtol=1e-4, atol=1e-4,
+                                   err_msg=f"env-to-module call {t}")
+        L = batch_eps.len_lookback_buffer
+        held = [list(np.asarray(written)[i, L:L + t + 1]) for i in range(N)]
+    if order == "filter_stack":  # the issue's frame: episode 0's first, at call 1
+        np.testing.assert_allclose(want[1][0, 2 * 3:3 * 3], 0.0, atol=1e-12)
+
+    act = Spaces.of(OBS, gym.spaces.Box(-np.inf, np.inf, (3 * k,), np.float32))
+    actor = make_actor(ModulePolicy(lambda x: x), act, default_env_to_module(act, *pieces),
+                       update_env_to_module=True)
+    got, s = actor.select_action(None, actor.init(obs[0], jax.random.PRNGKey(0)))[0::2]
+    np.testing.assert_allclose(got, want[0], rtol=1e-4, atol=1e-4)
+    for t in range(1, T):
+        got, _, s = actor.step(None, s, np.zeros(N, np.float32), obs[t], np.zeros(N, bool))
+        np.testing.assert_allclose(got, want[t], rtol=1e-4, atol=1e-4, err_msg=f"actor {t}")

@@ -325,3 +325,42 @@ def test_add_states_names_a_state_structure_mismatch():
                                                                  np.zeros(2)})
     with pytest.raises(ValueError, match="structure"):
         run_jit(pipe, SPACES, eps)
+
+
+@pytest.mark.parametrize("jit", [True, False])
+def test_next_state_in_is_rllibs_state_out_at_each_sequence_start(jit):
+    """RLlib's `AddStatesFromEpisodesToBatch` with `new_obs` in the batch: `next_state_in`
+    per sequence is `state_outs[::max_seq_len]`; an episode without `state_out` gets the
+    initial state (zeros), as do the all-padding sequences static shapes add."""
+    S = 3
+    rng = np.random.default_rng(21)
+    eps = random_episodes(n=4, seed=21, lookback=False, min_len=2)
+    with_state = [ep.replace(extra_model_outputs={
+        **ep.extra_model_outputs,
+        "state_out": {"h": rng.normal(size=(len(ep), 2)).astype(np.float32)}})
+        for ep in eps]
+    init = {"h": np.zeros(2, np.float32)}
+    pipe = default_learner(SPACES, max_seq_len=S, initial_state=init)
+    _, batch, _ = run_jit(pipe, SPACES, with_state, jit=jit)
+    K = -(-max(len(ep) for ep in eps) // S)
+    want = np.zeros((len(eps) * K, 2), np.float32)
+    for i, ep in enumerate(with_state):
+        outs = ep.extra_model_outputs["state_out"]["h"][::S]  # RLlib: state_outs[::T]
+        want[i * K:i * K + len(outs)] = outs
+    assert batch["next_state_in"]["h"].shape == (len(eps) * K, 2)
+    np.testing.assert_array_equal(batch["next_state_in"]["h"], want)
+    # state_in (RLlib: concat([initial], state_outs[:-1])[::T]) is the step before
+    for i, ep in enumerate(with_state):
+        outs = np.concatenate([np.zeros((1, 2), np.float32),
+                               ep.extra_model_outputs["state_out"]["h"][:-1]])[::S]
+        np.testing.assert_array_equal(batch["state_in"]["h"][i * K:i * K + len(outs)], outs)
+    _, plain, _ = run_jit(pipe, SPACES, eps, jit=jit)
+    np.testing.assert_array_equal(plain["next_state_in"]["h"], 0.0)
+    assert plain["next_state_in"]["h"].shape == (len(eps) * K, 2)
+    # without new_obs (a custom pipeline) there is no next_state_in, as in RLlib
+    from rljax_offline.connectors import add_states
+
+    bare = pipeline(add_observations(as_learner_connector=True), add_columns(),
+                    add_states(S, initial_state=init))
+    _, no_next, _ = run_jit(bare, SPACES, with_state, jit=jit)
+    assert "next_state_in" not in no_next and "state_in" in no_next

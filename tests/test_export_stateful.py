@@ -260,3 +260,46 @@ def test_more_than_the_previous_action_is_a_named_error():
         model_config={"fcnet_hiddens": [8]}).build()
     with pytest.raises(ExportError, match="last 2 actions/rewards"):
         algo.export_policy("never_written.stablehlo")
+
+
+def test_filter_then_frame_stacking_exports_rllibs_numbers(cartpole_data, tmp_path):
+    """Mean-std filter then frame stacking: with the fitted (fixed) statistics the exported
+    step normalizes each past frame as RLlib did at its step (the same statistics), zeros
+    before the reset stay zeros (frame stacking pads after the filter), as the actor does."""
+    import jax
+
+    from rljax_offline.connectors import mean_std_filter, named_states
+
+    algo = (BCConfig().environment("CartPole-v1").offline_data(input_=cartpole_data)
+            .training(num_updates_per_iteration=2, train_batch_size_per_learner=64,
+                      learner_connector=lambda s: [mean_std_filter(as_learner_connector=True),
+                                                   frame_stack(3)])
+            .rl_module(model_config={"fcnet_hiddens": [16]})
+            .evaluation(evaluation_interval=0)).build()
+    algo.train()
+    path = algo.export_policy(str(tmp_path / "filtered_stack.stablehlo"))
+    inputs, ref_actions, ref_logits, mask = _lanes(algo, "CartPole-v1", lookback=2)
+    inputs = _as_signed(inputs, path)
+    actions, logits = _replay(load_stablehlo(path), inputs, ("obs", "t"), None)
+    _assert_acts_as_the_actor(actions, logits, ref_actions, ref_logits, mask)
+
+    def find(tree):
+        if isinstance(tree, dict):
+            for k, v in tree.items():
+                found = v if k == "mean_std_filter" else find(v)
+                if found is not None:
+                    return found
+        return None
+
+    (stats,) = jax.tree_util.tree_leaves(find(named_states(algo.env_to_module_connector,
+                                                            algo._e2m_state())),
+                                         is_leaf=lambda x: hasattr(x, "m2"))
+    count, mean = float(stats.count), np.asarray(stats.mean, np.float64)
+    std = np.sqrt(np.asarray(stats.m2, np.float64) / (count - 1))
+    window, t = inputs["obs"].astype(np.float64), inputs["t"]  # [LANES, T, 3, 4]
+    frames = np.clip((window - mean) / (std + 1e-6), -10, 10)
+    real = (np.arange(3)[None, None, :] >= 2 - t[..., None])[..., None]  # not before reset
+    stacked = np.where(real, frames, 0.0).reshape(*t.shape, 12).astype(np.float32)
+    want = np.asarray(algo.spec.acting.act(jax.device_get(algo.state.params), stacked[mask]))
+    np.testing.assert_allclose(logits[mask], want, atol=1e-4, rtol=1e-4)
+    algo.stop()

@@ -25,3 +25,18 @@ def test_notebook_runs(path, tmp_path):
     images = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if "image/png" in o.get("data", {})]
     assert images, f"{path.name} shows no picture"
+
+
+def test_notebook_data_is_found_from_any_working_directory(tmp_path):
+    # The kernel starts in an unrelated folder (as `jupyter nbconvert --execute notebooks/...`
+    # from the repository root, or from anywhere): the cells that read the fixtures still run.
+    path = next(p for p in NOTEBOOKS if p.name.startswith("03_"))
+    nb = nbformat.read(path, as_version=4)
+    first_read = next(i for i, c in enumerate(nb.cells)
+                      if c.cell_type == "code" and "fixtures /" in c.source)
+    nb.cells = nb.cells[:first_read + 1]
+    client = NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    assert not any(o.get("output_type") == "error" for c in nb.cells if c.cell_type == "code"
+                   for o in c.get("outputs", []))

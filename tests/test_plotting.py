@@ -55,3 +55,39 @@ def test_writes_a_png(tmp_path):
     path = plotting.save_learning_curve([result(1), result(2)], str(tmp_path / "c.png"),
                                         x_axis="samples")
     assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def _visible_tick_labels(fig, ax):
+    fig.canvas.draw()
+    lo, hi = sorted(ax.get_xlim())
+    renderer = fig.canvas.get_renderer()
+    return [(t.get_text(), t.get_window_extent(renderer)) for t, x in
+            zip(ax.get_xticklabels(), ax.get_xticks(), strict=True)
+            if lo <= x <= hi and t.get_text()]
+
+
+def test_sample_counts_on_the_x_axis_do_not_run_into_each_other(captured):
+    # The demo's curve: 8 iterations of 15,000 samples each ("105000120000" ran together).
+    history = [result(i, batch=1500) for i in range(1, 9)]
+    plotting.save_learning_curve(history, "x.png", x_axis="samples", target_return=450.0)
+    fig = captured[0]
+    for ax in fig.axes:
+        labels = _visible_tick_labels(fig, ax)
+        assert len(labels) >= 3, labels
+        for (a, box_a), (b, box_b) in zip(labels, labels[1:]):
+            assert box_a.x1 + 2 < box_b.x0, f"tick labels {a!r} and {b!r} overlap"
+
+
+def test_return_histogram_of_equal_returns_has_a_readable_axis(captured):
+    plotting.save_return_histogram({"expert data": [500.0] * 50, "BC policy": [500.0] * 20},
+                                   "x.png")
+    fig = captured[0]
+    (ax,) = fig.axes
+    fig.canvas.draw()
+    assert ax.xaxis.get_offset_text().get_text() == ""  # was "1e-6+5e2"
+    lo, hi = ax.get_xlim()
+    assert lo < 500.0 < hi and hi - lo >= 1.0
+    texts = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert any(t.replace("\u2212", "-") in ("500", "500.0") for t in texts), texts
+    heights = [p.get_height() for p in ax.patches]
+    assert max(heights) == pytest.approx(1.0)  # every episode in one bar per data set

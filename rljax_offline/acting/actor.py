@@ -31,7 +31,13 @@ import numpy as np
 
 from rljax_offline import spaces as sp
 from rljax_offline.connectors.common import add_observations, expand
-from rljax_offline.connectors.core import Connector, Context, Spaces, pipeline
+from rljax_offline.connectors.core import (
+    Connector,
+    Context,
+    Spaces,
+    apply_writing_back,
+    pipeline,
+)
 from rljax_offline.episode.batch import EpisodeBatch
 
 RECORDED_OUTPUTS = ("action_logp", "action_dist_inputs")
@@ -80,7 +86,10 @@ def make_actor(policy, spaces: Spaces, env_to_module: Connector | None = None,
 
     The pipelines' states are fixed (`frozen`) unless `update_env_to_module`: then stateful
     env-to-module pieces (the mean-std filter) learn from each observation as RLlib's env
-    runners do, and `ActorState.pipeline_state` carries their state. The window is
+    runners do, and `ActorState.pipeline_state` carries their state; the window then keeps
+    each observation as the pipeline wrote it back (`connectors.apply_writing_back`), so a
+    frame stacking after the filter reads past frames normalized at their own step, as
+    RLlib's. The window is
     `max(lookback, env_to_module.lookback)` steps (at least 1 for a recurrent policy, whose
     latest `state_out` it holds)."""
     env_to_module = env_to_module if env_to_module is not None else pipeline(add_observations())
@@ -95,6 +104,10 @@ def make_actor(policy, spaces: Spaces, env_to_module: Connector | None = None,
                          f"action space, got {spaces.action}")
     act_shape = tuple(spaces.action.shape)
     act_dtype = jax.dtypes.canonicalize_dtype(np.dtype(spaces.action.dtype))
+    # With learning statistics the window keeps what the pipeline wrote back (RLlib's live
+    # episode); with fixed ones normalizing the raw window again gives the same numbers, and
+    # the window stays raw (what the export's inputs are).
+    write_back = bool(update_env_to_module and env_to_module.writes_back and K)
 
     def blank(first_obs, rng) -> ActorState:
         """The state of `N` envs before their first observation: zeros of the right shapes,
@@ -138,9 +151,15 @@ def make_actor(policy, spaces: Spaces, env_to_module: Connector | None = None,
 
     def select_action(params, state: ActorState):
         rng, key = jax.random.split(state.rng) if explore else (state.rng, None)
-        ctx = Context(rng=key, explore=explore, params=params, frozen=not update_env_to_module)
-        episodes, batch, e2m_new = env_to_module.apply(state.pipeline_state, view(state), {},
-                                                       ctx)
+        ctx = Context(rng=key, explore=explore, params=params, frozen=not update_env_to_module,
+                      written_back=write_back)
+        if write_back:
+            episodes, batch, e2m_new, written = apply_writing_back(
+                env_to_module, state.pipeline_state, view(state), {}, ctx)
+            state = state._replace(observations=written)
+        else:
+            episodes, batch, e2m_new = env_to_module.apply(state.pipeline_state, view(state),
+                                                           {}, ctx)
         extras = {}
         if stateful:
             dist_inputs, extras["state_out"] = policy.forward(params, batch)

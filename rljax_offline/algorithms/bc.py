@@ -1,6 +1,7 @@
 """Behavior cloning: MARWIL with `beta=0`, as in RLlib (`BCConfig` subclasses
 `MARWILConfig`). The loss is the negative log-likelihood of the data's actions; no value
-network is built."""
+network is built. Box actions outside the space's bounds are learned as they are (a plain
+Gaussian's log-probability is finite there), as RLlib's BC does: see `learners.marwil`."""
 
 from __future__ import annotations
 

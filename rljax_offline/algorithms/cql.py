@@ -11,6 +11,11 @@ updates the actor does behavior cloning (`alpha * logp(pi) - logp(data action)`)
 `alpha * logp(pi) - min Q(s, pi(s))`. `deterministic_backup=True` leaves the entropy term out
 of the TD target (RLlib's default).
 
+Box actions outside the space's bounds (RLlib records a Gaussian policy's unclipped samples)
+are clipped just inside the bounds by the learner pipeline (`clip_actions_inside_bounds`): the
+tanh-squashed actor's log-probability is -inf outside them, and the env ran the clipped action,
+so the Q networks learn the value of what was executed.
+
 Discrete actions: Q-learning-based CQL as d3rlpy's DiscreteCQL: a Huber TD loss to a double-DQN
 target (the online network picks the next action, the target network values it) plus
 `min_q_weight * (temperature * logsumexp(Q(s, .) / temperature) - Q(s, a))`, with hard target
@@ -24,7 +29,9 @@ model config, each its own encoder and cell; the action enters Q's head, so Q of
 actions costs no extra unroll). The actor unrolls from the batch's `state_in`, the Q networks
 and their targets from their initial state at each sequence; the TD target's `s'` is the next
 step of the same unroll (`recurrent.step_outputs`), the last step's being the recorded next
-observation. Discrete CQL acts greedily in Q, so there the Q ensemble is the recurrent policy:
+observation. (The batch's `next_state_in`, RLlib's, is not read: it would start `s'` from
+the recorded behaviour state rather than this unroll's; see the README.) Discrete CQL acts
+greedily in Q, so there the Q ensemble is the recurrent policy:
 it unrolls from `state_in` (`[B, k, cell]`), target included.
 """
 
@@ -51,6 +58,7 @@ from rljax_offline.algorithms.config import (
     positive_int,
     unit_interval_open_left,
 )
+from rljax_offline.connectors.learner import clip_actions_inside_bounds
 from rljax_offline.learning.core import per_example_uniform
 from rljax_offline.learning.losses import (
     actor,
@@ -289,7 +297,8 @@ def _continuous_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
         prepare=prepare, extra_init={"num_actor_updates": np.int32(0)})
     acting = ActingSpec(act=lambda params, obs: policy.apply(params["policy"], obs), dist=dist,
                         policy=policy)
-    return AlgorithmSpec(learning, acting, DataSpec(columns=CQL_COLUMNS))
+    return AlgorithmSpec(learning, acting, DataSpec(
+        columns=CQL_COLUMNS, learner_connector=(clip_actions_inside_bounds(),)))
 
 
 def _discrete_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:

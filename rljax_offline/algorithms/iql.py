@@ -14,10 +14,17 @@ Box actions use the tanh-squashed Gaussian actor of RLlib's IQL module (`squashe
 Q networks' per-action outputs. Target Q networks follow `tau` every
 `target_network_update_freq` updates (RLlib's defaults: tau=1.0, every update).
 
+Box actions outside the space's bounds (RLlib records a Gaussian policy's unclipped samples):
+with the tanh-squashed actor (whose log-probability is -inf outside the bounds) the learner
+pipeline clips them just inside the bounds (`clip_actions_inside_bounds`), for the critic too,
+since the env ran the clipped action; the plain Gaussian actor (`actor_squashed=False`) learns
+them as they are.
+
 Recurrent (`use_lstm` / `use_gru`): actor, Q networks and value network are all recurrent with
 the same model config, each its own encoder and cell. The actor unrolls from the batch's
 `state_in`, Q, its target and V from their initial state at each sequence; `V(s')` in the
-critic's target is the next step of V's unroll over the sequence (`recurrent.step_outputs`).
+critic's target is the next step of V's unroll over the sequence (`recurrent.step_outputs`),
+not an unroll from the batch's `next_state_in` (RLlib's; see the README).
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from rljax_offline.algorithms.config import (
     positive_int,
     unit_interval_open_left,
 )
+from rljax_offline.connectors.learner import clip_actions_inside_bounds
 from rljax_offline.learning.losses import (
     actor,
     check_bounded,
@@ -170,4 +178,5 @@ class IQLConfig(AlgorithmConfig):
         acting = ActingSpec(act=lambda params, obs: policy.apply(params["policy"], obs),
                             dist=policy.dist, policy=policy)
         return AlgorithmSpec(learning, acting, DataSpec(
-            columns=("obs", "actions", "rewards", "new_obs", "terminateds")))
+            columns=("obs", "actions", "rewards", "new_obs", "terminateds"),
+            learner_connector=((clip_actions_inside_bounds(),) if self.actor_squashed else ())))

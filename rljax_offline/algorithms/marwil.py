@@ -15,6 +15,11 @@ Loss (one optimizer over policy and value, RLlib's `default_optimizer`):
 `policy_loss + vf_coeff * vf_loss`, with `policy_loss = -w * logp(a|s)` and
 `vf_loss = 0.5 * (V(s) - value_target)**2`.
 
+Box actions outside the space's bounds (RLlib records a Gaussian policy's unclipped samples)
+are learned as they are, as RLlib's MARWIL and BC do: the plain diagonal Gaussian's
+log-probability is finite everywhere, so the policy fits the recorded action distribution
+(acting clips its samples to the bounds before the env sees them).
+
 Recurrent policies (`use_lstm` / `use_gru`): the value network is recurrent too, with the same
 model config (its own encoder and cell, as RLlib's separate actor and critic encoders); the
 policy unrolls from the batch's `state_in`, the value network from its initial state at each

@@ -39,6 +39,22 @@ def _save_atomic(plt, fig, path: str) -> str:
     return path
 
 
+def _count_label(x: float, _pos=None) -> str:
+    """Tick labels for counts: `120k`, `1.5M` (six-digit numbers side by side run together)."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale and abs(x) >= 10_000:
+            return f"{x / scale:.4g}{suffix}"
+    return f"{x:.4g}"
+
+
+def _readable_counts(axis) -> None:
+    """At most 6 whole-number ticks, labelled compactly, never with an offset."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(nbins=6, integer=True, min_n_ticks=3))
+    axis.set_major_formatter(FuncFormatter(_count_label))
+
+
 X_AXES = {"iteration": "training iteration", "updates": "gradient updates",
           "samples": "timesteps trained on"}
 
@@ -85,10 +101,8 @@ def save_learning_curve(history: Sequence[dict], path: str, *, title: str = "tra
     loss = [main_loss(r["learners"]["default_policy"])[1] for r in history]
     loss_name = main_loss(history[0]["learners"]["default_policy"])[0] if history else "loss"
     ax_loss.plot(it, loss, color="tab:blue")
-    from matplotlib.ticker import MaxNLocator
-
     for ax in (ax_loss, ax_ret):
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        _readable_counts(ax.xaxis)
     ax_loss.set_xlabel(X_AXES[x_axis])
     ax_loss.set_ylabel(loss_name.replace("_", " "))
     ax_loss.set_yscale("log" if min(loss) > 0 else "linear")
@@ -116,11 +130,19 @@ def save_return_histogram(returns: dict[str, Sequence[float]], path: str,
     """Overlaid histograms of episode returns, e.g. {"expert data": [...], "BC policy": [...]}."""
     plt, fig, (ax,) = _figure(1, width=6.0)
     all_values = np.concatenate([np.asarray(v, float) for v in returns.values()])
-    bins = np.linspace(all_values.min(), all_values.max() + 1e-6, 30)
+    lo, hi = float(all_values.min()), float(all_values.max())
+    if hi - lo < 1e-6 * max(1.0, abs(hi)):
+        # All returns equal (an expert at CartPole's 500): one bar centred on the value on a
+        # readable axis, not 30 bins across [500, 500 + 1e-6] drawn with an offset.
+        pad = max(0.5, 0.02 * abs(hi))
+        bins = np.linspace(lo - pad, hi + pad, 12)
+    else:
+        bins = np.linspace(lo, hi, 31)
     for name, values in returns.items():
         # Fractions, not counts: a 500-episode data set and a 20-episode evaluation compare.
         weights = np.full(len(values), 1.0 / max(len(values), 1))
         ax.hist(values, bins=bins, weights=weights, alpha=0.55, label=f"{name} (n={len(values)})")
+    ax.ticklabel_format(axis="x", useOffset=False, style="plain")
     ax.set_xlabel("episode return")
     ax.set_ylabel("fraction of episodes")
     ax.set_title(title)
@@ -153,6 +175,7 @@ def save_workflow_curves(ppo: Sequence[tuple], bc: Sequence[tuple], finetuned: S
     right.set_xlabel("BC updates")
     right.set_ylabel("evaluation return mean")
     for ax in (left, right):
+        _readable_counts(ax.xaxis)
         if target is not None:
             ax.axhline(target, color="tab:red", ls="--", lw=1, label=f"target {target:g}")
         ax.legend(loc="lower right")

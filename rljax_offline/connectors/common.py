@@ -84,7 +84,8 @@ def add_time_dim(max_seq_len: int, as_learner_connector: bool = True) -> Connect
     def apply(episodes, batch, ctx):
         B, T = episodes.batch_size, episodes.max_len
         if not as_learner_connector:
-            out = {k: v if k == "state_in" else jax.tree_util.tree_map(lambda x: x[:, None], v)
+            out = {k: v if k in ("state_in", "next_state_in")
+                   else jax.tree_util.tree_map(lambda x: x[:, None], v)
                    for k, v in batch.items()}
             return episodes, {**out, "seq_lens": jnp.ones(B, jnp.int32)}
         K = num_sequences(T, S)
@@ -98,7 +99,7 @@ def add_time_dim(max_seq_len: int, as_learner_connector: bool = True) -> Connect
 
         # `state_in` is one per sequence by name: its row count can equal B * T (sequences
         # of one step, or episodes of one), so its shape cannot tell.
-        out = {k: v if k == "state_in" else jax.tree_util.tree_map(split, v)
+        out = {k: v if k in ("state_in", "next_state_in") else jax.tree_util.tree_map(split, v)
                for k, v in batch.items()}
         starts = jnp.arange(K)[None, :] * S
         seq_lens = jnp.clip(episodes.lengths[:, None] - starts, 0, S).reshape(B * K)
@@ -118,6 +119,11 @@ def add_states(max_seq_len: int | None = None, as_learner_connector: bool = True
     of `max_seq_len` steps (no time axis), the `state_out` of the step before the sequence;
     for the first sequence of an episode that starts at its reset (`t_started == 0`) the
     initial state, for a continuation chunk the `state_out` of the last lookback step.
+    Learner, when `new_obs` is in the batch (put this piece after `add_next_observations`):
+    also `next_state_in`, one per sequence, the `state_out` at the sequence's first step (the
+    state to unroll the sequence's `new_obs` from), as RLlib's `NEXT_STATE_IN`; the initial
+    state where the episode carries no `state_out` (zeros for the default initial state) and
+    for all-padding sequences.
 
     Beyond RLlib: where no earlier `state_out` exists (episodes recorded by a module without
     state, e.g. an expert's, or a chunk without lookback) the initial state is used, so
@@ -154,8 +160,10 @@ def add_states(max_seq_len: int | None = None, as_learner_connector: bool = True
             fresh = ((episodes.t_started == 0) & (episodes.lengths == 0))[:, None]
         states = episodes.extra_model_outputs.get(key)  # [B, L + T, ...] or absent
         init = initial_for(states, B * K)
+        with_next = as_learner_connector and "new_obs" in batch
         if states is None:
-            return episodes, {**batch, "state_in": init}
+            return episodes, {**batch, "state_in": init,
+                              **({"next_state_in": init} if with_next else {})}
         if jax.tree_util.tree_structure(states) != jax.tree_util.tree_structure(init):
             raise ValueError(
                 f"add_states: the recorded {key!r} has the structure "
@@ -175,7 +183,12 @@ def add_states(max_seq_len: int | None = None, as_learner_connector: bool = True
             return jnp.where(expand(recorded.reshape(-1), picked), picked,
                              first.astype(picked.dtype))
 
-        return episodes, {**batch, "state_in": jax.tree_util.tree_map(gather, states, init)}
+        out = {**batch, "state_in": jax.tree_util.tree_map(gather, states, init)}
+        if with_next:  # the state_out at each sequence's first step, inside the episode
+            prev, cols = prev + 1, jnp.clip(L + prev + 1, 0, max(L + T - 1, 0))
+            recorded = prev < episodes.lengths[:, None]
+            out["next_state_in"] = jax.tree_util.tree_map(gather, states, init)
+        return episodes, out
 
     return stateless(apply, lookback=1)  # the state_out of the step before
 

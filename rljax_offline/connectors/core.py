@@ -34,12 +34,17 @@ class Spaces(NamedTuple):
 
 class Context(NamedTuple):
     """What a piece may need beyond the data: an RNG key, the explore flag, module params,
-    and `frozen` (stateful pieces keep their state unchanged, e.g. at evaluation)."""
+    `frozen` (stateful pieces keep their state unchanged, e.g. at evaluation) and
+    `written_back`: the episodes' observations before each one's latest hold what the
+    env-to-module pipeline wrote back at their own step (RLlib's live episodes, see
+    `apply_writing_back`), so a piece that writes back (the mean-std filter) transforms only
+    the latest one."""
 
     rng: Any = None
     explore: Any = False
     params: Any = None
     frozen: Any = False
+    written_back: Any = False
 
 
 EMPTY_CONTEXT = Context()
@@ -49,7 +54,10 @@ class Connector(NamedTuple):
     """A piece (or pipeline). `lookback`: how many past steps before an episode's current
     one the piece reads (frame stacking of N: N - 1), so readers and env runners keep just
     enough; a pipeline needs the largest of its pieces'. `name`: the piece's name in
-    `named_states` (default: its factory's name); `pieces`: a pipeline's pieces."""
+    `named_states` (default: its factory's name); `pieces`: a pipeline's pieces.
+    `writes_back`: as RLlib's env-to-module `MeanStdFilter` (`set_observations(at_indices=-1)`),
+    the piece's output observations are what the live episode holds from then on (see
+    `apply_writing_back`)."""
 
     init: Callable[[Spaces], Any]
     apply: Callable[..., tuple]
@@ -57,6 +65,7 @@ class Connector(NamedTuple):
     lookback: int = 0
     name: str = ""
     pieces: tuple = ()
+    writes_back: bool = False
 
 
 def stateless(apply: Callable, out_spaces: Callable[[Spaces], Spaces] | None = None,
@@ -130,4 +139,60 @@ def pipeline(*pieces: Connector) -> Connector:
 
     return Connector(init=init, apply=apply, out_spaces=out_spaces,
                      lookback=max((p.lookback for p in pieces), default=0), name="pipeline",
-                     pieces=tuple(pieces))
+                     pieces=tuple(pieces), writes_back=any(p.writes_back for p in pieces))
+
+
+def apply_writing_back(connector: Connector, state, episodes, batch, ctx=None):
+    """`connector.apply` that also returns the episodes' observations as RLlib's live episodes
+    hold them after the call: each episode's latest observation replaced by the output of the
+    last piece that writes back (`Connector.writes_back`, e.g. the env-to-module mean-std
+    filter), where that output has the input's structure, shapes and dtypes (else, and without
+    such a piece, the input observations).
+
+    Returns `(episodes, batch, state, observations)`. Stepping episodes as RLlib does: keep
+    `observations` as the episodes' observations, append the env's next one and call again
+    with `Context(written_back=True)`; a filter then frame stacking reads each past frame as
+    normalized at its own step. Same RNG folding as `connector.apply`, so the results agree.
+    """
+    ctx = ctx if ctx is not None else EMPTY_CONTEXT
+    written = [None]
+
+    def run(piece, s, eps, b, c):
+        if not piece.pieces:
+            eps, b, s = piece.apply(s, eps, b, c)
+            if piece.writes_back:
+                written[0] = eps.observations
+            return eps, b, s
+        if not isinstance(s, tuple) or len(s) != len(piece.pieces):
+            raise ValueError(f"this pipeline needs a state for {len(piece.pieces)} pieces "
+                             f"(from its init(spaces)), got {s!r:.80}")
+        new = []
+        for i, (p, ps) in enumerate(zip(piece.pieces, s)):
+            if c.rng is not None:
+                c = c._replace(rng=jax.random.fold_in(c.rng, i))
+            eps, b, ps = run(p, ps, eps, b, c)
+            new.append(ps)
+        return eps, b, tuple(new)
+
+    before = episodes.observations
+    out_eps, out_batch, new_state = run(connector, state, episodes, batch, ctx)
+    observations = before
+    if written[0] is not None and _same_layout(written[0], before):
+        import jax.numpy as jnp
+
+        latest = (episodes.len_lookback_buffer + episodes.lengths)[:, None] == \
+            jnp.arange(jax.tree_util.tree_leaves(before)[0].shape[1])[None, :]
+
+        def put(old, new):
+            m = latest.reshape(*latest.shape, *([1] * (old.ndim - 2)))
+            return jnp.where(m, new.astype(old.dtype), old)
+
+        observations = jax.tree_util.tree_map(put, before, written[0])
+    return out_eps, out_batch, new_state, observations
+
+
+def _same_layout(a, b) -> bool:
+    sa, sb = jax.tree_util.tree_structure(a), jax.tree_util.tree_structure(b)
+    return sa == sb and all(
+        x.shape == y.shape and x.dtype == y.dtype
+        for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))

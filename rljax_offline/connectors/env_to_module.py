@@ -363,7 +363,13 @@ def mean_std_filter(update: bool = True, clip: float | None = 10.0,
     its first step to its last (`L .. L + length`; none of an episode without steps, such as
     a batch's padding). Other columns (the lookback) are normalized
     with the statistics as of just before their episode's pushes (RLlib would hold the values
-    normalized back then). `ctx.frozen` (e.g. at evaluation) or `update=False` push nothing and
+    normalized back then) - unless `ctx.written_back`: then they already hold what this piece
+    wrote back at their own step (RLlib writes the normalized latest observation into its
+    episode, `set_observations(at_indices=-1)`), pass through unchanged, and a frame stacking
+    after the filter reads each past frame as normalized at its own step, as RLlib's. The
+    env-to-module piece `writes_back` (`connectors.apply_writing_back` returns the episodes'
+    observations so written; the actor keeps its window so while the statistics learn).
+    `ctx.frozen` (e.g. at evaluation) or `update=False` push nothing and
     normalize with the given statistics. Pass `axis_name` inside `shard_map`/`pmap`: device
     d's episodes count after those of devices `< d`. The state (a pytree of `RunningStats`,
     one per Box leaf) is saved and restored with the learner's state.
@@ -403,6 +409,20 @@ def mean_std_filter(update: bool = True, clip: float | None = 10.0,
             normalized, stats = prefix_normalize(stats, x, pushed, clip, axis_name)
             return stats, normalized
 
+        if not as_learner_connector:
+            # RLlib's live episodes hold the past observations as written back at their step.
+            col = jnp.arange(episodes.len_lookback_buffer + episodes.max_len + 1)[None, :]
+            kept = (col < (episodes.len_lookback_buffer + episodes.lengths)[:, None]) & \
+                jnp.asarray(ctx.written_back, bool)
+            inner = leaf
+
+            def leaf(s, stats, x):  # noqa: F811 - the lookback-keeping wrapper of `leaf`
+                stats, normalized = inner(s, stats, x)
+                if not isinstance(s, sp.BoxSpec):
+                    return stats, normalized
+                keep = kept.reshape(*kept.shape, *([1] * (x.ndim - 2)))
+                return stats, jnp.where(keep, x.astype(normalized.dtype), normalized)
+
         pairs = _map_leaves(leaf, spec, state, episodes.observations)
         state = _map_leaves(lambda s, p: p[0], spec, pairs)
         obs = _map_leaves(lambda s, p: p[1], spec, pairs)
@@ -411,7 +431,8 @@ def mean_std_filter(update: bool = True, clip: float | None = 10.0,
 
     return Connector(init=init, apply=apply,
                      out_spaces=lambda s: s._replace(observation=_filtered_spec(s.observation,
-                                                                                clip)))
+                                                                                clip)),
+                     writes_back=not as_learner_connector)
 
 
 def _spec_of(obs: Any):

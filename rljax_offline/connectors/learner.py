@@ -65,6 +65,33 @@ def add_next_observations() -> Connector:
     return stateless(apply)
 
 
+def clip_actions_inside_bounds(margin: float = 1e-6) -> Connector:
+    """Box `actions` clipped just inside the action space's bounds: to
+    `[low + margin * (high - low) / 2, high - margin * (high - low) / 2]`.
+
+    For learners whose likelihood cannot represent actions outside the bounds (a tanh-squashed
+    Gaussian's log-probability is -inf there, and at the bounds themselves): RLlib records the
+    sampled, unclipped action of a Gaussian policy, so such data holds many. The env ran the
+    clipped action, so the clipped one is also what the transition's reward and next
+    observation belong to. Unbounded dimensions and other spaces pass through.
+    """
+
+    def apply(episodes, batch, ctx):
+        spec = episodes.action_space_spec
+        if not isinstance(spec, sp.BoxSpec) or "actions" not in batch:
+            return episodes, batch
+        low = np.asarray(spec.low, np.float32).reshape(spec.shape)
+        high = np.asarray(spec.high, np.float32).reshape(spec.shape)
+        finite = np.isfinite(low) & np.isfinite(high)
+        inset = np.where(finite, margin * (high - low) / 2, 0.0).astype(np.float32)
+        a = batch["actions"]
+        shaped = a.reshape(a.shape[0], *spec.shape)
+        clipped = jnp.clip(shaped, jnp.asarray(low + inset), jnp.asarray(high - inset))
+        return episodes, {**batch, "actions": clipped.reshape(a.shape).astype(a.dtype)}
+
+    return stateless(apply)
+
+
 def clip_rewards(limit: float | None = 1.0, sign: bool = False) -> Connector:
     """Clips `rewards` in the batch to `[-limit, limit]`, or to their sign (Atari style)."""
     if not sign and limit is None:

@@ -8,8 +8,10 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
+from rljax_offline import spaces as sp
 from rljax_offline.data.files import resolve_files
 from rljax_offline.data.reader import SkipReport, iter_episodes
+from rljax_offline.data.validate import actions_outside_bounds
 from rljax_offline.data.writer import EpisodeWriter
 from rljax_offline.errors import OutputExistsError
 
@@ -17,14 +19,26 @@ from rljax_offline.errors import OutputExistsError
 def inspect_dataset(input_: Any, **read_options) -> dict:
     """Files, episodes, timesteps, return and length stats and the schema of a data set.
 
-    Streams the episodes once, so it works on data sets larger than memory.
+    `actions_outside_bounds` reports, per Box action column, how many steps hold an action
+    outside the action space's bounds (data RLlib records: it clips only what it sends to the
+    env) and how far beyond its bound the farthest one lies. Streams the episodes once, so it
+    works on data sets larger than memory.
     """
     files = resolve_files(input_, filesystem=read_options.get("input_filesystem"),
                           filesystem_kwargs=read_options.get("input_filesystem_kwargs"))
     skipped = SkipReport()
     returns, lengths, done = [], [], 0
     obs_shape = act_shape = None
+    outside: dict = {}
+    act_space = read_options.get("action_space")
     for ep in iter_episodes(input_, skipped=skipped, **read_options):
+        spec = sp.to_spec(act_space) or ep.action_space_spec
+        if spec is not None:
+            for column, (n, out, far) in actions_outside_bounds(ep.actions, spec).items():
+                seen = outside.setdefault(column, [0, 0, 0.0])
+                seen[0] += n
+                seen[1] += out
+                seen[2] = max(seen[2], far)
         returns.append(ep.get_return())
         lengths.append(len(ep))
         done += ep.is_done
@@ -46,6 +60,9 @@ def inspect_dataset(input_: Any, **read_options) -> dict:
         "schema": {f.name: str(f.type) for f in schema} if schema is not None else None,
         "skipped_files": [list(s) for s in skipped],
         "dropped_episodes": len(skipped.dropped_episodes),
+        "actions_outside_bounds": {
+            column: {"steps": out, "fraction": out / n if n else 0.0, "max_distance": far}
+            for column, (n, out, far) in outside.items()},
     }
 
 

@@ -221,9 +221,16 @@ def write_minari(episodes: Iterable[Episode], dataset_id: str, *, env: Any = Non
 def minari_summary(source: str) -> dict:
     """What `rljax-offline inspect` prints for a Minari dataset: counts, return and length
     statistics, spaces and the recorded env."""
+    from rljax_offline.data.validate import actions_outside_bounds
+
     ds = load_minari_dataset(source)
     returns, lengths, done = [], [], 0
+    outside: dict = {}
     for data in ds.iterate_episodes():
+        for column, (n, out, far) in actions_outside_bounds(data.actions,
+                                                            ds.action_space).items():
+            seen = outside.setdefault(column, [0, 0, 0.0])
+            seen[0], seen[1], seen[2] = seen[0] + n, seen[1] + out, max(seen[2], far)
         returns.append(float(np.sum(data.rewards)))
         lengths.append(len(data.rewards))
         done += bool(len(data.rewards) and (data.terminations[-1] or data.truncations[-1]))
@@ -237,4 +244,7 @@ def minari_summary(source: str) -> dict:
         "episode_len_mean": float(np.mean(lengths)) if lengths else None,
         "observation_space": str(ds.observation_space), "action_space": str(ds.action_space),
         "env_id": ds.env_spec.id if ds.env_spec is not None else None,
+        "actions_outside_bounds": {
+            column: {"steps": out, "fraction": out / n if n else 0.0, "max_distance": far}
+            for column, (n, out, far) in outside.items()},
     }

@@ -3,8 +3,13 @@
 Every episode read (episode rows, tabular rows, SampleBatch JSON) passes `check_episode`:
 rewards must be finite numbers; observations and actions must match the spaces given to the
 reader, or else the spaces the episode itself carries: shape, a numeric dtype, no NaN, inf only
-where the Box bound is infinite, Discrete / MultiDiscrete / MultiBinary values in range, Box
-actions within bounds. A violation is an `OfflineDataError` naming file, row and column.
+where the Box bound is infinite, Discrete / MultiDiscrete / MultiBinary values in range. A
+violation is an `OfflineDataError` naming file, row and column.
+
+Finite Box actions outside the space's bounds are data, not errors: RLlib's EnvRunner records
+the module's sampled action and clips only the copy it sends to the env, so every recording of
+a Gaussian policy on a bounded Box holds some. `actions_outside_bounds` counts them (what
+`rljax-offline inspect` reports); each algorithm says in its docstring how it learns from them.
 """
 
 from __future__ import annotations
@@ -15,9 +20,6 @@ import numpy as np
 
 from rljax_offline import spaces as sp
 from rljax_offline.errors import OfflineDataError
-
-#: Relative slack on Box action bounds (float32 round-trips of values at the bound).
-_BOUND_RTOL = 1e-6
 
 
 def _fail(message: str, loc: dict, column: str) -> OfflineDataError:
@@ -59,14 +61,6 @@ def _check_leaf(values: Any, spec: Any, what: str, loc, column) -> None:
             if inf.any():
                 raise _fail(f"{what} hold inf (step {_first_bad(inf)}) where the space bounds "
                             "are finite", loc, column)
-        if column == "actions":
-            slack = _BOUND_RTOL * np.maximum(1.0, np.abs(np.where(np.isfinite(high), high, 0)))
-            out = (arr < low - slack) | (arr > high + slack)
-            if out.any():
-                step = _first_bad(out)
-                raise _fail(f"{what} at step {step} are outside the action space bounds "
-                            f"[{spec.low}, {spec.high}]: {arr[step].tolist()}", loc,
-                            column)
         return
     if arr.dtype.kind == "f":
         bad = ~np.isfinite(arr) | (arr != np.round(arr))
@@ -123,3 +117,27 @@ def check_episode(episode: Any, *, observation_space: Any = None, action_space: 
         _walk(episode.observations, obs_spec, "observations", loc, "obs")
     if act_spec is not None:
         _walk(episode.actions, act_spec, "actions", loc, "actions")
+
+
+def actions_outside_bounds(actions: Any, spec: Any, path: str = "actions") -> dict:
+    """`{column: (steps, steps outside, largest distance outside)}` for each Box leaf of an
+    episode's actions (`actions`, `actions['key']`, `actions[0]` for Dict / Tuple spaces).
+
+    A step counts once when any of its dimensions lies outside `[low, high]`; the distance is
+    how far the farthest dimension lies beyond its bound (0.0 when none does).
+    """
+    spec = sp.to_spec(spec)
+    if isinstance(spec, sp.DictSpec):
+        return {k: v for key, sub in spec.items()
+                for k, v in actions_outside_bounds(actions[key], sub, f"{path}[{key!r}]").items()}
+    if isinstance(spec, sp.TupleSpec):
+        return {k: v for i, sub in enumerate(spec.spaces)
+                for k, v in actions_outside_bounds(actions[i], sub, f"{path}[{i}]").items()}
+    if not isinstance(spec, sp.BoxSpec):
+        return {}
+    arr = np.asarray(actions, np.float64).reshape(len(actions), -1)
+    low = np.broadcast_to(np.asarray(spec.low, np.float64).reshape(-1), arr.shape[1:])
+    high = np.broadcast_to(np.asarray(spec.high, np.float64).reshape(-1), arr.shape[1:])
+    beyond = np.maximum(low - arr, arr - high).clip(min=0.0) if len(arr) else arr
+    out = int((beyond > 0).any(axis=1).sum()) if len(arr) else 0
+    return {path: (len(arr), out, float(beyond.max()) if beyond.size else 0.0)}

@@ -25,6 +25,9 @@ class Distribution(NamedTuple):
     entropy: callable     # inputs -> [...]
     # (inputs, rng) -> (actions, logp), reparameterised (gradients flow through the actions)
     sample_and_logp: callable = None
+    # what family it is ("categorical", "gaussian", "squashed_gaussian", "deterministic"):
+    # two policies can share weights only where their families agree
+    kind: str = ""
 
 
 def categorical(n: int, start: int = 0) -> Distribution:
@@ -53,7 +56,8 @@ def categorical(n: int, start: int = 0) -> Distribution:
         dist_dim=n, logp=logp, sample=sample,
         greedy=lambda inputs: jnp.argmax(inputs, axis=-1) + start, entropy=entropy,
         sample_and_logp=lambda inputs, rng: (sample(inputs, rng),
-                                             logp(inputs, sample(inputs, rng))))
+                                             logp(inputs, sample(inputs, rng))),
+        kind="categorical")
 
 
 def diag_gaussian(dim: int) -> Distribution:
@@ -80,7 +84,7 @@ def diag_gaussian(dim: int) -> Distribution:
 
     return Distribution(dist_dim=2 * dim, logp=logp, sample=sample,
                         greedy=lambda inputs: split(inputs)[0], entropy=entropy,
-                        sample_and_logp=sample_and_logp)
+                        sample_and_logp=sample_and_logp, kind="gaussian")
 
 
 def action_scaler(act_spec: Any) -> tuple[Callable, Callable]:
@@ -144,7 +148,7 @@ def squashed_gaussian(spec: sp.BoxSpec, eps: float = 1e-6) -> Distribution:
         dist_dim=base.dist_dim, logp=logp,
         sample=lambda inputs, rng: sample_and_logp(inputs, rng)[0],
         greedy=lambda inputs: to_env(jnp.tanh(split(inputs)[0])),
-        entropy=base.entropy, sample_and_logp=sample_and_logp)
+        entropy=base.entropy, sample_and_logp=sample_and_logp, kind="squashed_gaussian")
 
 
 def deterministic(spec: sp.BoxSpec) -> Distribution:
@@ -163,7 +167,8 @@ def deterministic(spec: sp.BoxSpec) -> Distribution:
     return Distribution(dist_dim=int(sp.flat_dim(spec)), logp=zeros,
                         sample=lambda inputs, rng: greedy(inputs), greedy=greedy,
                         entropy=zeros,
-                        sample_and_logp=lambda inputs, rng: (greedy(inputs), zeros(inputs)))
+                        sample_and_logp=lambda inputs, rng: (greedy(inputs), zeros(inputs)),
+                        kind="deterministic")
 
 
 def for_space(spec: sp.SpaceSpec) -> Distribution:

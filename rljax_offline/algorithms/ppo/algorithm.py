@@ -23,8 +23,13 @@ fresh permutation of the rollout's sequences (`epochs_on_device(..., num_minibat
 one compiled program serves every iteration.
 
 Fine-tuning: with `init_policy_from=<checkpoint>` the policy starts from that checkpoint's
-policy weights (any registered algorithm: they all keep them in `params["policy"]`), and the
-value network is first fitted to the offline data's returns-to-go (`value_warmup_updates`).
+policy weights, and the value network is first fitted to the offline data's returns-to-go
+(`value_warmup_updates`). A checkpoint can start PPO when it has a policy network whose action
+distribution PPO's own is: categorical (Discrete) or a plain Gaussian (Box) - BC, MARWIL, PPO,
+IQL (Discrete, or Box with `actor_squashed=False`). Others are refused with a one-line
+`PolicyMismatchError` saying why: Discrete CQL acts greedily in its Q networks (no policy
+network); Box CQL's and IQL's default actors are tanh-squashed Gaussians, whose outputs a plain
+Gaussian would read as other actions.
 """
 
 from __future__ import annotations
@@ -45,6 +50,23 @@ from rljax_offline.connectors import default_learner, pipeline
 from rljax_offline.learning.core import DataParallel, init_state
 
 _WARMUP_BATCH = 1024
+
+
+def _no_ppo_start(src, params, mine) -> str | None:
+    """Why a checkpoint's learner `src` (with `params`) cannot give PPO's learner `mine` its
+    policy weights; None when it can."""
+    if src.policy_network != "policy" and src.policy_network is not None or (
+            "policy" not in params):
+        return ("it acts greedily in its Q networks and has no policy network to start from"
+                if src.policy_network == "q" else "it has no policy network")
+    theirs, ours = getattr(src.dist, "kind", ""), getattr(mine.dist, "kind", "")
+    if theirs != ours:
+        names = {"squashed_gaussian": "a tanh-squashed Gaussian",
+                 "gaussian": "a plain Gaussian", "categorical": "a categorical",
+                 "deterministic": "a deterministic (tanh) policy"}
+        return (f"its policy is {names.get(theirs, theirs or 'another distribution')}, PPO's "
+                f"is {names.get(ours, ours)}: the same weights would mean other actions")
+    return None
 
 
 class PPO(Algorithm):
@@ -77,6 +99,12 @@ class PPO(Algorithm):
         src = Algorithm.from_checkpoint(path)
         try:
             check_policy_spaces(src.spaces, *self.spaces, path)
+            refusal = _no_ppo_start(src.learner, src.state.params, self.learner)
+            if refusal:
+                raise PolicyMismatchError(
+                    f"checkpoint {path!r} ({src.algo_name}) cannot start PPO: {refusal}; "
+                    "PPO starts from a categorical (Discrete) or plain Gaussian (Box) policy "
+                    "network: bc, marwil, ppo, iql (Box: actor_squashed=False)")
             policy = jax.device_get(src.state.params["policy"])
         finally:
             src.stop()

@@ -12,6 +12,11 @@ per-sample estimate `(r - 1) - log r` of KL(old || new) (non-negative, unbiased)
 coefficient adapts after every iteration as in RLlib (x1.5 above 2 * kl_target, x0.5 below
 kl_target / 2) and lives in `TrainState.extra`, so checkpoints keep it.
 
+Box actions outside the space's bounds: as in RLlib, the rollouts keep the Gaussian's sampled,
+unclipped actions (only the env's copy is clipped) and the plain Gaussian's log-probability is
+finite there, so they are learned as they are; fine-tuning's value warm-up on offline data
+reads no actions.
+
 Advantages come from `general_advantage_estimation`, a learner-pipeline piece (RLlib's
 `GeneralAdvantageEstimation`) that reads the value network from the context's params: PPO runs
 the learner pipeline on each iteration's rollouts with the current params
