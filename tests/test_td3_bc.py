@@ -7,6 +7,8 @@ learning run on mixed-quality Pendulum data.
 (8 devices == 1, the three update modes and the masked rows: the cross-cutting algorithm
 tests.)"""
 
+import types
+
 import gymnasium as gym
 import jax
 import jax.numpy as jnp
@@ -188,7 +190,8 @@ def test_data_actions_outside_the_bounds_are_clipped_in_the_learner_pipeline():
     spec = spec_of(small(), OBS, ACT)
     (piece,) = spec.data.learner_connector
     actions = np.array([[-3.0], [0.5], [7.0], [2.0]], np.float32)
-    _, out, _ = piece.apply((), None, {"actions": actions}, None)
+    episodes = types.SimpleNamespace(action_space_spec=sp.to_spec(ACT))
+    _, out, _ = piece.apply((), episodes, {"actions": actions}, None)
     np.testing.assert_array_equal(out["actions"], [[-2.0], [0.5], [2.0], [2.0]])
 
 

@@ -18,9 +18,9 @@ the Box bounds (as d3rlpy's `MinMaxActionScaler` at the env's bounds), so `sigma
 fractions of the half-range. The actor is deterministic: `tanh` scaled to the bounds.
 
 Actions of the data outside the Box bounds (RLlib records its Gaussian policies' unclipped
-samples) are clipped to the bounds in the learner pipeline (`clip_data_actions`), so the BC
-term pulls towards an action the actor can take and the critic sees the action the env
-applied (gymnasium's Box envs clip).
+samples) are clipped to the bounds in the learner pipeline (`clip_actions_inside_bounds` with no
+margin), so the BC term pulls towards an action the actor can take and the critic sees the
+action the env applied (gymnasium's Box envs clip).
 
 Observation normalization (`normalize_observations`, the paper's): each observation becomes
 `(s - mean) / (std + 1e-6)` with the mean and std of the data set's observations, a
@@ -41,7 +41,6 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from rljax_offline import spaces as sp
 from rljax_offline.algorithms.config import (
@@ -55,8 +54,8 @@ from rljax_offline.algorithms.config import (
     positive_int,
     unit_interval_open_left,
 )
-from rljax_offline.connectors.core import Connector, stateless
 from rljax_offline.connectors.env_to_module import mean_std_filter
+from rljax_offline.connectors.learner import clip_actions_inside_bounds
 from rljax_offline.learning.core import global_mean, per_example_normal
 from rljax_offline.learning.losses import check_bounded, not_terminal, q_ensemble
 from rljax_offline.learning.optim import make_optimizer
@@ -187,16 +186,4 @@ class TD3BCConfig(AlgorithmConfig):
                             dist=dist)
         return AlgorithmSpec(learning, acting, DataSpec(
             columns=("obs", "actions", "rewards", "new_obs", "terminateds"),
-            learner_connector=(clip_data_actions(act_spec),)))
-
-
-def clip_data_actions(act_spec: sp.BoxSpec) -> Connector:
-    """A learner piece: the data's Box `actions` clipped to the bounds (recorded Gaussian
-    samples can lie outside them; the env applied the clipped action)."""
-    low = np.asarray(act_spec.low, np.float32).reshape(act_spec.shape)
-    high = np.asarray(act_spec.high, np.float32).reshape(act_spec.shape)
-
-    def clip_data_actions(episodes, batch, ctx):
-        return episodes, {**batch, "actions": jnp.clip(batch["actions"], low, high)}
-
-    return stateless(clip_data_actions)
+            learner_connector=(clip_actions_inside_bounds(margin=0.0),)))

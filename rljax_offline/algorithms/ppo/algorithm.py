@@ -53,7 +53,7 @@ _WARMUP_BATCH = 1024
 
 
 def _no_ppo_start(src, params, mine) -> str | None:
-    """Why a checkpoint's learner `src` (with `params`) cannot give PPO's learner `mine` its
+    """Why a checkpoint's acting spec `src` (with `params`) cannot give PPO's `mine` its
     policy weights; None when it can."""
     if src.policy_network != "policy" and src.policy_network is not None or (
             "policy" not in params):
@@ -99,7 +99,7 @@ class PPO(Algorithm):
         src = Algorithm.from_checkpoint(path)
         try:
             check_policy_spaces(src.spaces, *self.spaces, path)
-            refusal = _no_ppo_start(src.learner, src.state.params, self.learner)
+            refusal = _no_ppo_start(src.spec.acting, src.state.params, self.spec.acting)
             if refusal:
                 raise PolicyMismatchError(
                     f"checkpoint {path!r} ({src.algo_name}) cannot start PPO: {refusal}; "
