@@ -245,14 +245,16 @@ def test_resume_is_exact(pendulum, tmp_path):
 def test_learns_pendulum_from_mixed_data(tmp_path):
     """10% expert and 90% random-torque episodes (BC scores about -1200, random about -1200
     to -1500): the level (the mean of the last three evaluations, never the best one) clears
-    -700 after 10k updates."""
+    -700 after 20k updates. (Not sooner: with gamma 0.99 and tau 0.005 every second update,
+    Q approaches its scale with a time constant of ~40k updates; at 10k the level is ~-1080,
+    as BC's.)"""
     record_mixed("pendulum-mixed", str(tmp_path / "data"))
     algo = (TD3BCConfig().environment("Pendulum-v1").offline_data(input_=str(tmp_path / "data"))
             .training(num_updates_per_iteration=2000).learners(num_devices=1)
             .evaluation(evaluation_interval=1, evaluation_duration=10,
                         evaluation_num_envs=10)).build()
     returns = [algo.train()["evaluation"]["env_runners"]["episode_return_mean"]
-               for _ in range(5)]
+               for _ in range(10)]
     algo.stop()
     level = float(np.mean(returns[-3:]))
     print(f"TD3+BC on pendulum-mixed: returns {np.round(returns, 1)}, level {level:.1f}")
