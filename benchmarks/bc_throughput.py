@@ -21,7 +21,8 @@ import optax
 from rljax_offline.apps.experts import cartpole_expert
 from rljax_offline import spaces as sp
 from rljax_offline.algorithms.bc import BCConfig
-from rljax_offline.learning.core import DataParallel, init_state, select_devices
+from rljax_offline.learning.data_parallel import DataParallel, select_devices
+from rljax_offline.learning.init import init_state
 
 B, N_SCAN = 1024, 100
 

@@ -53,7 +53,7 @@ _LAZY = {
     "episodes_to_tabular": "rljax_offline.data.convert",
     "tabular_to_episodes": "rljax_offline.data.convert",
     "read_sample_batch_json": "rljax_offline.data.sample_batch_json",
-    "sample_timesteps": "rljax_offline.data.sampler",
+    "sample_timesteps": "rljax_offline.data.stream",
     "iter_minari_episodes": "rljax_offline.data.minari",
     "write_minari": "rljax_offline.data.minari",
     # export and logging

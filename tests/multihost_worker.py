@@ -27,12 +27,12 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from learner_testlib import ALGORITHM_CASES, max_diff, random_columns, spec_for, to_float64  # noqa: E402
 
-from rljax_offline.learning.core import (  # noqa: E402
+from rljax_offline.learning.data_parallel import (  # noqa: E402
     DataParallel,
-    init_state,
     prefetch_to_device,
     select_devices,
 )
+from rljax_offline.learning.init import init_state  # noqa: E402
 
 N, SPLIT, LENGTHS = 61, 25, ([10, 15], [20, 1, 15])
 

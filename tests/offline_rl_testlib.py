@@ -1,5 +1,5 @@
 """Shared helpers for the CQL and IQL tests: one update on a hand-made batch, the exact-resume
-check through the registry, and the best evaluation return of a short run."""
+check through the registry, and the evaluation returns of a short run."""
 
 import jax
 import jax.numpy as jnp
@@ -7,7 +7,8 @@ import numpy as np
 
 from rljax_offline import spaces as sp
 from rljax_offline.algorithms.algorithm import Algorithm
-from rljax_offline.learning.core import DataParallel, init_state, select_devices
+from rljax_offline.learning.data_parallel import DataParallel, select_devices
+from rljax_offline.learning.init import init_state
 
 LEARNER_KEYS = "default_policy"
 
@@ -53,12 +54,15 @@ def assert_resume_is_exact(config, tmp_path):
     assert int(straight.state.step) == int(resumed.state.step) == updates
 
 
-def best_return(config, iterations):
-    """Highest mean evaluation return over `iterations` train() calls."""
+def evaluation_returns(config, iterations):
+    """The mean evaluation return after each of `iterations` train() calls."""
     algo = config.build()
-    best = -np.inf
-    for _ in range(iterations):
-        result = algo.train()
-        best = max(best, result["evaluation"]["env_runners"]["episode_return_mean"])
+    returns = [algo.train()["evaluation"]["env_runners"]["episode_return_mean"]
+               for _ in range(iterations)]
     algo.stop()
-    return best
+    return returns
+
+
+def level(returns, last=2):
+    """What a run has learned, not its luckiest evaluation: the mean of the last `last`."""
+    return float(np.mean(returns[-last:]))

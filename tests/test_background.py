@@ -6,13 +6,14 @@ outlives them."""
 import threading
 
 import gymnasium as gym
+import jax
 import numpy as np
 import pytest
 from conftest import FIXTURES
 
 from rljax_offline import BCConfig
 from rljax_offline.acting.actor import ActorPolicy
-from rljax_offline.learning import core
+from rljax_offline.learning import init
 from rljax_offline.runtime.background import THREAD_NAME, Background
 
 
@@ -53,9 +54,9 @@ def test_background_raises_the_worker_error_each_time_it_is_asked():
 
 def test_the_state_initialised_in_the_background_is_the_synchronous_one():
     algo = _config().build()
-    expected = core.init_state(algo.spec.learning, algo.config.seed)
+    expected = init.init_state(algo.spec.learning, algo.config.seed)
     got = algo.state  # waits for the background init
-    for a, b in zip(*(map(np.asarray, core.jax.tree_util.tree_leaves(s.params))
+    for a, b in zip(*(map(np.asarray, jax.tree_util.tree_leaves(s.params))
                       for s in (got, expected))):
         np.testing.assert_array_equal(a, b)
     assert _threads_left() == []
@@ -80,7 +81,7 @@ def test_a_mistake_in_the_learners_init_still_raises_in_build(monkeypatch):
 def test_an_init_program_that_fails_in_the_background_raises_when_the_state_is_used(
         monkeypatch):
     # A compile option XLA does not know: the compile on the background thread fails.
-    monkeypatch.setattr(core, "_INIT_COMPILER_OPTIONS", {"xla_no_such_option_h15": True})
+    monkeypatch.setattr(init, "_INIT_COMPILER_OPTIONS", {"xla_no_such_option_h15": True})
     algo = _config().build()  # traced and lowered fine: build returns
     for use in (lambda: algo.state, algo.train):
         with pytest.raises(Exception, match="xla_no_such_option_h15"):

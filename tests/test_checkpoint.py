@@ -11,7 +11,8 @@ from learner_testlib import DISCRETE, random_columns, spec_for
 
 from rljax_offline.algorithms.bc import BCConfig
 from rljax_offline.learning import checkpoint as ckpt
-from rljax_offline.learning.core import DataParallel, init_state, select_devices
+from rljax_offline.learning.data_parallel import DataParallel, select_devices
+from rljax_offline.learning.init import init_state
 
 
 def bc_spec(hiddens):

@@ -49,7 +49,11 @@ def test_record_inspect_convert_train_evaluate(tmp_path):
     # An interrupted run resumes from its last checkpoint.
     out = cli("train", "--input", str(data), "--iterations", "3", "--updates-per-iteration",
               "20", "--hiddens", "32", "--out", str(run), "--quiet")
-    assert last_json(out)["iterations"] == 3
+    summary = last_json(out)  # it trained iteration 3 alone, not 1..3 again
+    assert summary["iterations"] == 3 and summary["resumed_from_iteration"] == 2
+    assert summary["iterations_trained"] == 1
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["training_iteration"] for r in rows] == [1, 2, 3]
     out = cli("evaluate", "--checkpoint", str(run / "checkpoint"), "--episodes", "2",
               "--log-dir", str(tmp_path / "eval"))
     assert out.returncode == 0, out.stderr

@@ -14,7 +14,7 @@ from rljax_offline import CQLConfig
 from rljax_offline import spaces as sp
 from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.apps.recipes import record_mixed
-from rljax_offline.learning.losses import q_ensemble
+from rljax_offline.models.actor_and_q import q_ensemble
 
 OBS = gym.spaces.Box(-1, 1, (2,), np.float32)
 BOX = gym.spaces.Box(-2, 2, (1,), np.float32)

@@ -22,6 +22,11 @@ def readme_example() -> dict:
     return namespace
 
 
+# Zero torque scores about -1,229 and the expert about -150: the floor sits between a policy
+# that learned and one that outputs nothing.
+FLOOR = -1000.0
+
+
 @pytest.fixture(scope="module")
 def pendulum(tmp_path_factory):
     path = tmp_path_factory.mktemp("pendulum")
@@ -38,12 +43,16 @@ def test_readme_example_trains_on_pendulum(pendulum, tmp_path):
             .evaluation(evaluation_interval=0, evaluation_duration=10, evaluation_num_envs=10)
             .build())
     first = algo.evaluate(10)["episode_return_mean"]
+    returns = []
     for _ in range(3):
         result = algo.train()
+        returns.append(algo.evaluate(10)["episode_return_mean"])
     learner = result["learners"]["default_policy"]
     assert {"policy_loss", "gradients_policy_global_norm"} <= set(learner)
-    final = algo.evaluate(10)["episode_return_mean"]
-    assert final > first + 500, (first, final)  # untrained: about -1200 to -1600
+    level = sum(returns[-2:]) / 2  # what it learned, not one lucky evaluation
+    print(f"deterministic BC on Pendulum expert data: untrained {first:.0f}, after each "
+          f"iteration {[round(r) for r in returns]}, level {level:.0f} (expert about -150)")
+    assert level >= FLOOR and level > first + 500, (first, returns)
     algo.save(str(tmp_path / "ckpt"))
     back = Algorithm.from_checkpoint(str(tmp_path / "ckpt"))
     assert type(back.config).__name__ == "DeterministicBCConfig"

@@ -269,6 +269,22 @@ def test_sample_exactly_train_batch_size_timesteps(tmp_path):
     np.testing.assert_array_equal(joined.get_rewards(), first.get_rewards()[:len(joined)])
 
 
+def test_sample_timesteps_keeps_every_timestep_once_and_the_short_rest_on_request():
+    """`sample_timesteps` (a host view of `stream_batches`'s cutting): every timestep of the
+    stream lands in exactly one chunk, in order; `drop_last=False` yields the short rest; an
+    empty stream yields nothing."""
+    from rljax_offline.data import sample_timesteps
+
+    eps = make_episodes(7, seed=5)
+    total = sum(len(e) for e in eps)
+    batches = list(sample_timesteps(iter(eps), 10, input_read_batch_size=3, drop_last=False))
+    assert [sum(len(c) for c in b) for b in batches] == [10] * (total // 10) + (
+        [total % 10] if total % 10 else [])
+    rewards = np.concatenate([c.get_rewards() for b in batches for c in b])
+    np.testing.assert_array_equal(rewards, np.concatenate([e.get_rewards() for e in eps]))
+    assert list(sample_timesteps(iter([]), 10)) == []
+
+
 def test_prefetch_thread_ends_when_the_consumer_stops_early(tmp_path):
     """A consumer that stops with the prefetch queue full leaves no thread behind."""
     import threading

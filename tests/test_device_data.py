@@ -20,15 +20,15 @@ import pytest
 from jax.sharding import PartitionSpec as P
 from learner_testlib import ALGORITHM_CASES, max_diff, random_columns, spec_for, to_float64
 
-from rljax_offline.learning.core import (
-    AXIS,
-    DataParallel,
+from rljax_offline.data.device import (
     DeviceData,
-    init_state,
-    prefetch_to_device,
+    gather_rows,
+    make_device_dataset,
     sample_valid_rows,
-    select_devices,
 )
+from rljax_offline.learning.data_parallel import DataParallel, prefetch_to_device, select_devices
+from rljax_offline.learning.init import init_state
+from rljax_offline.learning.update import AXIS
 
 TOL64 = 1e-9
 _, BC_CONFIG, BC_SPACES = ALGORITHM_CASES[0]
@@ -48,7 +48,7 @@ def test_gather_returns_exactly_the_rows_asked_for():
     dp = DataParallel(learning, select_devices(8), 16)
     data = dp.put_data(cols)
     positions = jnp.asarray(np.random.default_rng(1).integers(0, n, 16))
-    gather = jax.jit(jax.shard_map(lambda shard, pos: dp._gather_rows(shard, pos), mesh=dp.mesh,
+    gather = jax.jit(jax.shard_map(lambda shard, pos: gather_rows(shard, pos, AXIS), mesh=dp.mesh,
                                    in_specs=(P(AXIS), P()), out_specs=P(AXIS)))
     got = jax.device_get(gather(data.columns, positions))
     for k, v in cols.items():
@@ -75,6 +75,29 @@ def test_one_sampler_for_timesteps_and_episodes():
         i += run
     with pytest.raises(ValueError, match="sample_unit must be one of"):
         DataParallel(_bc(8)[0], select_devices(1), 8).scan_on_device(1, sample_unit="steps")
+
+
+def test_the_device_dataset_checks_eagerly_and_samples_with_pure_functions():
+    """`make_device_dataset` refuses bad arguments when it is made, never in traced code;
+    its `put` / `sample` are plain functions: `sample` jits as it is (no axis: one device)
+    and gives the rows `sample_valid_rows` draws."""
+    place = dict(put_sharded=jax.device_put, put_replicated=jax.device_put)
+    with pytest.raises(ValueError, match="sample_unit must be one of"):
+        make_device_dataset(batch_size=4, num_local_devices=1, axis_name=None,
+                            sample_unit="steps", **place)
+    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+        make_device_dataset(batch_size=0, num_local_devices=1, axis_name=None, **place)
+    dataset = make_device_dataset(batch_size=8, num_local_devices=1, axis_name=None, **place)
+    with pytest.raises(AttributeError):  # frozen
+        dataset.put = None
+    x = np.arange(5, dtype=np.float32) * 10
+    data = dataset.put({"x": x}, episode_lengths=[2, 3])
+    assert (data.num_rows, data.num_episodes, data.block_rows) == (5, 2, 5)
+    key = jax.random.PRNGKey(3)
+    got = np.asarray(jax.jit(dataset.sample)(key, data)["x"])
+    np.testing.assert_array_equal(got, x[np.asarray(sample_valid_rows(key, 8, 5))])
+    with pytest.raises(ValueError, match="sum to the 5 rows"):
+        dataset.put({"x": x}, episode_lengths=[2, 2])
 
 
 def _scan(learning, dp, data, unit, updates=4):

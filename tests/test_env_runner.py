@@ -9,6 +9,7 @@ import pytest
 from rljax_offline.acting.env_runner import EnvRunner, record_expert
 from rljax_offline.apps.experts import cartpole_expert
 from rljax_offline.connectors import Spaces, default_env_to_module, default_module_to_env
+from rljax_offline.data import read_episodes
 
 
 def random_policy(obs):
@@ -91,20 +92,18 @@ def test_connector_pipelines_around_a_plain_module():
 
 @pytest.mark.parametrize("episodes_format", [True, False])
 def test_record_to_parquet(tmp_path, episodes_format):
-    data = pytest.importorskip("rljax_offline.data")
     files = record_expert("CartPole-v1", str(tmp_path), num_episodes=6, num_envs=3,
                           progress=False, output_write_episodes=episodes_format,
                           output_max_rows_per_file=4 if episodes_format else None)
     assert len(files) == (2 if episodes_format else 1)
-    eps = data.read_episodes(str(tmp_path), input_read_episodes=episodes_format)
+    eps = read_episodes(str(tmp_path), input_read_episodes=episodes_format)
     assert len(eps) == 6 and all(e.get_return() == 500 for e in eps)
 
 
 def test_record_a_timestep_budget(tmp_path):
-    data = pytest.importorskip("rljax_offline.data")
     runner = EnvRunner("CartPole-v1", random_policy, num_envs=2, seed=5)
     files = runner.record(str(tmp_path), num_timesteps=100)
-    eps = data.read_episodes(files)
+    eps = read_episodes(files)
     assert 100 <= sum(len(e) for e in eps) < 102
 
 

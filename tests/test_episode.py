@@ -228,7 +228,7 @@ def test_getter_errors_name_the_field():
     assert ep.get_infos(10, fill={}) == {}
 
 
-def test_builder_is_o1_and_validates_at_finalize():
+def test_builder_checks_the_call_order_and_validates_at_finalize():
     b = EpisodeBuilder()
     with pytest.raises(EpisodeError, match="add_env_reset"):
         b.add_env_step(0, 0, 0.0)

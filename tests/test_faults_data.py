@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 import numpy as np
 import pyarrow.fs as pafs
@@ -159,18 +158,24 @@ sys.path.insert(0, sys.argv[4])
 from fault_testlib import cartpole_episodes
 from rljax_offline.data import EpisodeWriter
 folder, seed, delay = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+hold = int(sys.argv[5]) if len(sys.argv) > 5 else -1
 with EpisodeWriter(folder, output_max_rows_per_file=3, row_group_size=1) as w:
-    for ep in cartpole_episodes(12, seed=seed):
+    for i, ep in enumerate(cartpole_episodes(12, seed=seed)):
         w.write(ep)
+        if i == hold:  # tell the test, then wait for its SIGKILL
+            print("WROTE", i, flush=True)
+            sys.stdin.readline()
         time.sleep(delay)
 print("DONE")
 """
 
 
-def _writer(folder, seed, delay):
+def _writer(folder, seed, delay, hold=None):
+    extra = [] if hold is None else [str(hold)]
     return subprocess.Popen([PYTHON, "-c", _WRITER, str(folder), str(seed), str(delay),
-                             os.path.join(REPO, "tests")], env=subprocess_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             os.path.join(REPO, "tests"), *extra], env=subprocess_env(),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
 
 
 def test_two_concurrent_writers_and_an_earlier_run_lose_nothing(tmp_path):
@@ -186,16 +191,25 @@ def test_two_concurrent_writers_and_an_earlier_run_lose_nothing(tmp_path):
     assert ids == want
 
 
-def test_writer_killed_at_random_points_leaves_only_complete_files(tmp_path):
+def test_writer_killed_mid_file_leaves_only_complete_files(tmp_path):
     rng = np.random.default_rng(5)
     folder = tmp_path / "w"
     write_episodes(cartpole_episodes(2, seed=9), folder)
+    earlier, published = len(list(folder.iterdir())), 0
     for trial in range(2):
-        proc = _writer(folder, 1 + trial, 0.05)
-        time.sleep(float(rng.uniform(1.5, 3.0)))  # imports, then some files, mid-file
+        # Killed after episode `hold` of 12, 3 to a file: 1 or 2 rows into an unpublished file.
+        hold = int(rng.choice([i for i in range(11) if i % 3 != 2]))
+        proc = _writer(folder, 1 + trial, 0.0, hold)
+        line = proc.stdout.readline()
+        assert line.split() == ["WROTE", str(hold)], proc.stderr.read()[-2000:]
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
+        assert proc.returncode == -signal.SIGKILL
+        temps = [p for p in folder.iterdir() if p.name.startswith(".")]
+        assert temps, "the kill landed between files"  # a file was being written
         visible = [p for p in folder.iterdir() if not p.name.startswith(".")]
+        published += hold // 3  # the files this writer finished before the one it was on
+        assert len(visible) == earlier + published
         for path in visible:  # every visible file is complete and readable
             assert pq.read_metadata(path).num_rows in (2, 3), path
         assert all(len(read_episodes(p)) > 0 for p in visible)

@@ -1,5 +1,7 @@
 """Training killed with SIGKILL at a random iteration and started again resumes exactly: the
-final parameters are bit-identical to an uninterrupted run's, and no metrics row repeats; with
+final parameters are bit-identical to an uninterrupted run's, no metrics row repeats, and the
+second process trains only the iterations after the checkpoint (a run that ignored it would
+retrain from iteration 1 to the same bytes); with
 materialized data (CLI, and a mean-std filter) and with streamed data (shuffle buffer, a
 mean-std filter that keeps fitting as the data streams, batches cut across episodes and epoch
 ends, prefetch running ahead of the updates)."""
@@ -8,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ ITERATIONS = 5
 
 # run_training with a mean-std filter in the learner pipeline (not expressible as CLI flags).
 _FILTERED = """
+import json
 import sys
 from rljax_offline.algorithms.bc import BCConfig
 from rljax_offline.connectors import mean_std_filter
@@ -35,17 +37,38 @@ if stream:  # 12 episodes of 15..30 steps: an epoch every ~1.5 iterations, rows 
     config = config.offline_data(materialize_data=False, materialize_mapped_data=False,
                                  shuffle_buffer_size=5, input_read_batch_size=3,
                                  prefetch_batches=3)
-run_training(config, iterations=iterations, out_dir=out, progress=False)
+print(json.dumps(run_training(config, iterations=iterations, out_dir=out, progress=False)))
+"""
+
+
+# Holds the run after logging iteration RLJAX_TEST_HOLD_AT (before checkpointing it): prints
+# HOLD and waits on stdin, so the test's SIGKILL lands mid-run at a known point, however fast
+# the iterations go. Wraps run_training for the CLI and the scripts alike.
+_HOLD = """
+import os, sys
+import rljax_offline.apps.training_loop as _tl
+_run, _at = _tl.run_training, int(os.environ.get("RLJAX_TEST_HOLD_AT", "0"))
+def _held(*args, emit=None, **kwargs):
+    def hold(row):
+        if emit is not None:
+            emit(row)
+        if row["iteration"] == _at:
+            print("HOLD", flush=True)
+            sys.stdin.readline()
+    return _run(*args, emit=hold, **kwargs)
+_tl.run_training = _held
 """
 
 
 def _command(kind, data, out):
     if kind == "cli":
-        return [PYTHON, "-m", "rljax_offline.cli", "train", "--input", data, "--out", out,
+        return [PYTHON, "-c", _HOLD + "from rljax_offline.cli import main; sys.exit(main())",
+                "train", "--input", data, "--out", out,
                 "--iterations", str(ITERATIONS), "--updates-per-iteration", "5",
                 "--batch-size", "64", "--hiddens", "16", "--eval-interval", "0",
                 "--num-devices", "1", "--seed", "3", "--quiet"]
-    return [PYTHON, "-c", _FILTERED, data, out, str(ITERATIONS), str(int(kind == "streaming"))]
+    return [PYTHON, "-c", _HOLD + _FILTERED, data, out, str(ITERATIONS),
+            str(int(kind == "streaming"))]
 
 
 def _rows(out):
@@ -61,17 +84,19 @@ def _state_bytes(out):
     return open(os.path.join(folder, gen, ckpt.STATE_FILE), "rb").read()
 
 
-def _run_killed(cmd, out, kill_after_rows):
-    proc = subprocess.Popen(cmd, env=subprocess_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 240
-    while proc.poll() is None and time.monotonic() < deadline:
-        if len(_rows(out)) >= kill_after_rows:
-            os.kill(proc.pid, signal.SIGKILL)
-            break
-        time.sleep(0.02)
-    proc.wait(timeout=60)
-    return proc.returncode
+def _run_killed(cmd, hold_at):
+    """Runs `cmd` until it has logged iteration `hold_at` (not yet checkpointed), then kills it."""
+    proc = subprocess.Popen(cmd, env={**subprocess_env(), "RLJAX_TEST_HOLD_AT": str(hold_at)},
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    try:
+        held = any(line.strip() == "HOLD" for line in proc.stdout)  # stops reading at HOLD
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return held, proc.returncode
 
 
 @pytest.mark.slow
@@ -83,11 +108,18 @@ def test_sigkill_then_resume_is_bit_identical(tmp_path, kind):
     out = subprocess.run(_command(kind, data, straight), env=subprocess_env(),
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    kill_after = int(np.random.default_rng(len(kind)).integers(1, ITERATIONS - 1))
-    assert _run_killed(_command(kind, data, killed), killed, kill_after) == -signal.SIGKILL
+    hold_at = int(np.random.default_rng(len(kind)).integers(2, ITERATIONS))
+    assert _run_killed(_command(kind, data, killed), hold_at) == (True, -signal.SIGKILL)
+    saved = ckpt.load_meta(os.path.join(killed, "checkpoint"))["iteration"]
+    assert saved == hold_at - 1  # killed after logging iteration hold_at, before saving it
     out = subprocess.run(_command(kind, data, killed), env=subprocess_env(),
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
+    # The second process went on from the checkpoint: it trained only the iterations after it
+    # (a run that ignored the checkpoint would retrain 1..N to the same bytes).
+    summary = json.loads([ln for ln in out.stdout.splitlines() if ln.startswith("{")][-1])
+    assert summary["resumed_from_iteration"] == saved
+    assert summary["iterations_trained"] == ITERATIONS - saved
     assert [r["training_iteration"] for r in _rows(killed)] == list(range(1, ITERATIONS + 1))
     assert _state_bytes(killed) == _state_bytes(straight)
     if kind == "streaming":  # the run crossed epochs and was resumed from a stream cursor

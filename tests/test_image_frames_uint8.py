@@ -46,9 +46,9 @@ class ObsSpyBCConfig(BCConfig):
         spec = super().make_spec(obs_spec, act_spec)
         (loss,) = spec.learning.losses
 
-        def spy(params, batch, rng):
+        def spy(params, batch, rng, axis):
             SEEN.append((np.dtype(batch["obs"].dtype), tuple(batch["obs"].shape[1:])))
-            return loss.fn(params, batch, rng)
+            return loss.fn(params, batch, rng, axis)
 
         return spec._replace(learning=spec.learning._replace(losses=(loss._replace(fn=spy),)))
 

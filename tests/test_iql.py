@@ -15,6 +15,7 @@ from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.algorithms.iql import MAX_ADVANTAGE_WEIGHT
 from rljax_offline.apps.recipes import record_mixed
 from rljax_offline.learning.losses import expectile_loss
+from rljax_offline.learning.update import BatchAxis
 
 OBS = gym.spaces.Box(-1, 1, (2,), np.float32)
 SMALL = {"fcnet_hiddens": [32, 32]}
@@ -81,7 +82,17 @@ def test_advantage_weights_pick_the_better_minority_action():
     probs = np.asarray(jax.nn.softmax(spec.acting.act(state.params, jnp.asarray(batch["obs"]))))
     # BC would give action 0 a probability near 0.25; IQL puts most mass on it.
     assert np.all(probs[:, 0] > 0.6), probs[:4]
-    assert float(metrics["advantage_weight_mean"]) <= MAX_ADVANTAGE_WEIGHT
+    # The weights themselves, row by row: the better action's rows weigh far more than the
+    # other's (whose advantage is negative), and the metric is their mean.
+    (policy_loss,) = [loss for loss in spec.learning.losses if loss.name == "policy"]
+    _, aux = policy_loss.fn(state.params, {k: jnp.asarray(v) for k, v in batch.items()}, None,
+                            BatchAxis())
+    weight, better = np.asarray(aux["advantage_weight_mean"]), batch["actions"] == 0
+    adv = np.asarray(aux["advantage_mean"])
+    assert adv[better].mean() > 0.1 and adv[~better].mean() < -0.5
+    assert np.median(weight[better]) > 100 * np.median(weight[~better]), weight[:8]
+    assert np.all(weight <= MAX_ADVANTAGE_WEIGHT)
+    np.testing.assert_allclose(float(metrics["advantage_weight_mean"]), weight.mean(), rtol=0.2)
     # V sits at the upper expectile of Q over the data's actions: near Q(s, 0) = 1.
     assert 0.5 < float(metrics["vf_mean"]) < 1.1
     assert set(metrics) >= {"vf_loss", "policy_loss", "qf_loss", "gradients_value_global_norm",

@@ -24,13 +24,8 @@ from learner_testlib import (
     to_float64,
 )
 
-from rljax_offline.learning.core import (
-    DataParallel,
-    global_mean,
-    init_state,
-    prefetch_to_device,
-    select_devices,
-)
+from rljax_offline.learning.data_parallel import DataParallel, prefetch_to_device, select_devices
+from rljax_offline.learning.init import init_state
 from rljax_offline.learning.spec import LearningSpec, Loss
 
 TOL64 = 1e-9
@@ -137,17 +132,17 @@ def test_streamed_updates_equal_the_step_loop():
         dp.stream_updates(streamed, iter([{k: v[:10] for k, v in data.items()}]), 1)
 
 
-def test_several_optimizers_targets_and_global_mean():
+def test_several_optimizers_targets_and_the_axis_mean():
     """A toy two-loss spec: the second loss sees the first one's update; the Polyak
-    target follows `tau`; `global_mean` is the mean over all devices' rows."""
+    target follows `tau`; `axis.mean` is the mean over all devices' rows."""
 
     def init(rng):
         return {"a": jnp.zeros(()), "b": jnp.zeros(())}
 
-    def loss_a(params, batch, rng):  # pulls a towards the global mean of x
-        return (params["a"] - batch["x"]) ** 2, {"x_mean": global_mean(batch["x"])}
+    def loss_a(params, batch, rng, axis):  # pulls a towards the global mean of x
+        return (params["a"] - batch["x"]) ** 2, {"x_mean": axis.mean(batch["x"])}
 
-    def loss_b(params, batch, rng):  # pulls b towards a (already updated)
+    def loss_b(params, batch, rng, axis):  # pulls b towards a (already updated)
         return (params["b"] - jax.lax.stop_gradient(params["a"])) ** 2 * jnp.ones_like(
             batch["x"]), {}
 

@@ -164,9 +164,8 @@ def test_squashed_learners_clip_actions_just_inside_the_bounds(pendulum):
     inside = np.abs(recorded) < 1.99
     pieces = {"piece": (clip_actions_inside_bounds(),)}
     for make in (CQLConfig(), IQLConfig()):
-        learner = make.rl_module(model_config=SMALL).make_spec(
-            *spaces)
-        pieces[make.algo_name] = learner.data.learner_connector
+        spec = make.rl_module(model_config=SMALL).make_spec(*spaces)
+        pieces[make.algo_name] = spec.data.learner_connector
     for name, extra in pieces.items():
         pipe = pipeline(default_learner(spaces), *extra)
         _, batch, _ = jax.jit(pipe.apply)(pipe.init(spaces), episodes, {})

@@ -27,7 +27,9 @@ from rljax_offline.connectors import Context, Spaces, default_learner, pipeline
 from rljax_offline.envs import StatelessCartPole
 from rljax_offline.episode.batch import EpisodeBatch
 from rljax_offline.episode.episode import Episode
-from rljax_offline.learning.core import DataParallel, init_state, make_update, select_devices
+from rljax_offline.learning.data_parallel import DataParallel, select_devices
+from rljax_offline.learning.init import init_state
+from rljax_offline.learning.update import make_update
 from rljax_offline.models.networks import value_network
 
 S = 4

@@ -28,8 +28,10 @@ from rljax_offline.data import iter_episodes
 from rljax_offline.data.writer import write_episodes
 from rljax_offline.envs import StatelessCartPole
 from rljax_offline.episode.builder import EpisodeBuilder
-from rljax_offline.learning.core import DataParallel, init_state, make_update, select_devices
+from rljax_offline.learning.data_parallel import DataParallel, select_devices
+from rljax_offline.learning.init import init_state
 from rljax_offline.learning.spec import LearningSpec, Loss
+from rljax_offline.learning.update import make_update
 
 S = 8
 LSTM = {"fcnet_hiddens": [16], "use_lstm": True, "lstm_cell_size": 8, "max_seq_len": S}
@@ -230,7 +232,7 @@ def test_prev_action_and_reward_enter_both_pipelines(stateless_data):
 
 def test_losses_must_give_one_value_per_timestep():
     """The core's named error when a loss's per-example values do not match the mask."""
-    def loss(params, batch, rng):
+    def loss(params, batch, rng, axis):
         return jnp.sum(params["w"] * batch["obs"], axis=(1, 2)), {}  # [B], not [B, T]
 
     learning = LearningSpec(init=lambda rng: {"w": jnp.ones(2)},

@@ -60,7 +60,7 @@ def test_sequence_forward_equals_stepping_one_step_at_a_time(cell):
         policy.apply(params, obs[:, 0])
 
 
-def test_learner_batch_trains_a_recurrent_policy_with_masked_losses():
+def test_learner_batch_lines_up_with_a_recurrent_policys_outputs_and_loss_mask():
     """The default learner pipeline with max_seq_len feeds `dist_inputs` directly: outputs
     `[B * K, max_seq_len, d]` line up with `actions` and `loss_mask`."""
     from connector_testlib import random_episodes

@@ -14,8 +14,6 @@ from rljax_offline.apps.reporting import (
     flatten_series,
 )
 
-pytest.importorskip("tensorboardX")
-
 RESULT = {
     "training_iteration": 3,
     "learners": {"default_policy": {"policy_loss": np.float32(0.25), "num_steps": 1024}},

@@ -109,14 +109,34 @@ def test_guide_bc_example_verbatim(data_path):
     algo.stop()
 
 
-def test_guide_schema_example_verbatim():
-    """The guide's `input_read_schema` example (`Columns.X` written as RLlib's strings)."""
+def test_guide_schema_example_verbatim_reads_foreign_columns(tmp_path):
+    """The guide's `input_read_schema` example (`Columns.X` written as RLlib's strings, its
+    /tmp path a temporary folder) reads a file with those foreign column names."""
+    import json
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rljax_offline.data import read_episodes
+
+    obs = np.arange(5, dtype=np.float32)[:, None].repeat(4, 1)
+    pq.write_table(pa.table({
+        "eps_id": ["e"] * 4, "o_t": [list(o) for o in obs[:-1]], "a_t": [0, 1, 0, 1],
+        "r_t": [1.0, 2.0, 3.0, 4.0], "o_tp1": [list(o) for o in obs[1:]],
+        "i_t": [json.dumps({"k": i}) for i in range(4)], "d_t": [False] * 3 + [True]}),
+        tmp_path / "foreign.parquet")
     config = BCConfig().offline_data(
-        input_=["/tmp/foreign"],
+        input_=[str(tmp_path)],
         input_read_schema={"obs": "o_t", "actions": "a_t", "rewards": "r_t",
                            "new_obs": "o_tp1", "infos": "i_t", "done": "d_t"},
     )
-    assert config.input_read_schema["done"] == "d_t"
+    (ep,) = read_episodes(config.input_, input_read_episodes=False,  # a tabular file
+                          input_read_schema=config.input_read_schema)
+    assert len(ep) == 4 and ep.is_terminated
+    np.testing.assert_array_equal(ep.observations, obs)
+    np.testing.assert_array_equal(ep.actions, [0, 1, 0, 1])
+    np.testing.assert_array_equal(ep.rewards, [1.0, 2.0, 3.0, 4.0])
 
 
 def test_prelearner_class_and_read_method_hooks(data_path):

@@ -1,5 +1,6 @@
 """The scale benchmark (benchmarks/scale.py), tiny: a 10 MB Atari-shaped data set streamed
-through BC with the conv net; it reports its figures and the loss is a real number."""
+through BC with the conv net; every timed iteration trains a full batch, its rates agree with
+each other, the loss starts near log(6), and RLlib's figure is only quoted."""
 
 import importlib.util
 import json
@@ -21,7 +22,16 @@ def test_scale_benchmark_tiny(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["episodes"] == 5 and out["timesteps"] == 5 * scale.EPISODE_LEN
     assert len(list((tmp_path / "atari").rglob("*.parquet"))) == 1
-    assert out["samples_per_s"] > 0 and out["obs_mb_per_s"] > 0
+    # every timed iteration trained a full batch, and the rates are that work over one time
+    assert out["samples_trained"] == 2 * 32
+    seconds = 2 * 32 / out["samples_per_s"]
+    assert out["s_per_1024_sample_iteration"] == pytest.approx(seconds / 2 * 1024 / 32,
+                                                               rel=0.01, abs=2e-3)
+    assert out["obs_mb_per_s"] == pytest.approx(out["samples_per_s"] * 84 * 84 * 4 / 1e6,
+                                                rel=0.02, abs=0.1)
+    assert out["peak_rss_mb"] >= out["peak_rss_mb_after_first_iteration"] > 0
+    # RLlib's figure is quoted with its source and in no ratio
+    assert "speedup_vs_rllib" not in out and "quoted" in out["rllib_quoted"]["source"]
     assert math.isfinite(out["policy_loss"])
     # the loss of 6 random labels starts near log(6)
     assert abs(out["policy_loss"] - math.log(6)) < 0.5

@@ -79,14 +79,14 @@ def test_the_init_programs_cpu_options_change_no_value_and_are_dropped_where_unk
     import numpy as np
 
     from rljax_offline import BCConfig
-    from rljax_offline.learning import core
+    from rljax_offline.learning import init
 
     learning = (BCConfig().environment("CartPole-v1").offline_data(input_="unused")
-               .learners(num_devices=1, compilation_cache_dir=None).build().spec.learning)
-    states = [core.init_state(learning, 7)]
+                .learners(num_devices=1, compilation_cache_dir=None).build().spec.learning)
+    states = [init.init_state(learning, 7)]
     for cpu_options in ({}, {"xla_no_such_option_h15": False}):  # none; one XLA lacks
-        monkeypatch.setattr(core, "_INIT_CPU_COMPILER_OPTIONS", cpu_options)
-        states.append(core.init_state(learning, 7))
+        monkeypatch.setattr(init, "_INIT_CPU_COMPILER_OPTIONS", cpu_options)
+        states.append(init.init_state(learning, 7))
     leaves = [jax.tree_util.tree_leaves(jax.device_get(s)) for s in states]
     for other in leaves[1:]:
         assert all(np.array_equal(a, b) for a, b in zip(leaves[0], other))

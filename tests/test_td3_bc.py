@@ -24,8 +24,9 @@ from rljax_offline.algorithms.td3_bc import TD3BCConfig
 from rljax_offline.apps.recipes import record_mixed
 from rljax_offline.data import read_episodes
 from rljax_offline.export import load_stablehlo
-from rljax_offline.learning.core import init_state
+from rljax_offline.learning.init import init_state
 from rljax_offline.learning.losses import q_ensemble
+from rljax_offline.learning.update import BatchAxis
 from rljax_offline.models.networks import mlp_network
 
 OBS = gym.spaces.Box(-1, 1, (3,), np.float32)
@@ -109,7 +110,7 @@ def test_lambda_is_alpha_over_the_mean_abs_q_held_constant():
 
     q1, bc = parts(params["policy"])
     lam = 2.5 / (np.sum(np.abs(q1) * mask) / mask.sum())
-    per_example, metrics = actor.fn(params, batch, keys)
+    per_example, metrics = actor.fn(params, batch, keys, BatchAxis())
     np.testing.assert_allclose(metrics["q_lambda"], lam, rtol=1e-5)
     np.testing.assert_allclose(per_example, -lam * q1 + bc, rtol=1e-5, atol=1e-6)
 
@@ -117,7 +118,7 @@ def test_lambda_is_alpha_over_the_mean_abs_q_held_constant():
         return jnp.sum(x * mask) / mask.sum()
 
     def ours(pp):
-        return masked_mean(actor.fn({**params, "policy": pp}, batch, keys)[0])
+        return masked_mean(actor.fn({**params, "policy": pp}, batch, keys, BatchAxis())[0])
 
     def constant_lambda(pp):
         q1, bc = parts(pp)
@@ -167,7 +168,7 @@ def test_target_smoothing_noise_is_clipped():
         config = small(target_smoothing_sigma=100.0, target_smoothing_clip=clip)
         spec = spec_of(config, OBS, ACT)
         params = jax.device_get(init_state(spec.learning, 0).params)
-        _, metrics = loss_named(spec, "critic").fn(params, batch, keys)
+        _, metrics = loss_named(spec, "critic").fn(params, batch, keys, BatchAxis())
         return np.asarray(metrics["td_target_mean"]), params, config
 
     def next_q(params, config, unit):

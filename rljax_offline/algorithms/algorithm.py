@@ -53,18 +53,18 @@ from rljax_offline.connectors import (
     pipeline,
 )
 from rljax_offline.connectors.common import add_states, add_time_dim
+from rljax_offline.data.device import DeviceData
 from rljax_offline.data.stream import CursorTracker, StreamCursor, stream_batches
 from rljax_offline.envs.make import make_env
 from rljax_offline.episode.batch import EpisodeBatch
 from rljax_offline.episode.episode import Episode
 from rljax_offline.learning import checkpoint as ckpt
-from rljax_offline.learning.core import (
+from rljax_offline.learning.data_parallel import (
     DataParallel,
-    DeviceData,
     prefetch_to_device,
     select_devices,
-    start_init_state,
 )
+from rljax_offline.learning.init import start_init_state
 from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, TrainState
 from rljax_offline.runtime import compilation_cache, distributed, gc_pause, host_memory
 from rljax_offline.runtime.background import Background

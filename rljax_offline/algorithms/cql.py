@@ -59,13 +59,10 @@ from rljax_offline.algorithms.config import (
     unit_interval_open_left,
 )
 from rljax_offline.connectors.learner import clip_actions_inside_bounds
-from rljax_offline.learning.core import per_example_uniform
 from rljax_offline.learning.losses import (
-    actor,
-    check_bounded,
     huber,
     not_terminal,
-    q_ensemble,
+    per_example_uniform,
     take_action,
     target_entropy,
 )
@@ -77,6 +74,7 @@ from rljax_offline.learning.spec import (
     LearningSpec,
     Loss,
 )
+from rljax_offline.models.actor_and_q import actor, check_bounded, q_ensemble
 from rljax_offline.models.distributions import action_scaler, categorical
 from rljax_offline.models.networks import Network
 from rljax_offline.models.policy import Policy, check_model_config, is_recurrent, recurrent_cell
@@ -225,7 +223,7 @@ def _continuous_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
             "policy": policy.init(k1), "q": q.init(k2),
             "log_alpha": jnp.asarray(math.log(cfg.initial_alpha), jnp.float32)})
 
-    def prepare(params, extra, batch, rng):
+    def prepare(params, extra, batch, rng, axis):
         in_bc = (extra["num_actor_updates"] < bc_iters).astype(jnp.float32)
         return {**batch, "bc_phase": in_bc}, {**extra,
                                               "num_actor_updates": extra["num_actor_updates"] + 1}
@@ -236,7 +234,7 @@ def _continuous_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
         values = q.head(q_params, jnp.repeat(feats, n, axis=1), actions)
         return values.reshape(values.shape[0], -1, n)
 
-    def critic_loss(params, batch, rng):
+    def critic_loss(params, batch, rng, axis):
         keys = split_keys(rng.reshape(-1, 2), 3 * m + 1)
         alpha = jnp.exp(params["log_alpha"])
         # TD target from the target networks and a fresh policy action at s'.
@@ -268,7 +266,7 @@ def _continuous_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
         total = conservative_total(td, weight * gap, params, cfg, metrics)
         return total, metrics
 
-    def actor_loss(params, batch, rng):
+    def actor_loss(params, batch, rng, axis):
         inputs, _ = policy.steps(params["policy"], batch)
         a, logp = sample_per_example(dist, inputs, rng.reshape(-1, 2))
         alpha = jax.lax.stop_gradient(jnp.exp(params["log_alpha"]))
@@ -278,7 +276,7 @@ def _continuous_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
         loss = batch["bc_phase"] * bc + (1.0 - batch["bc_phase"]) * sac
         return loss, {"policy_loss": loss, "logp": logp, "bc_phase": batch["bc_phase"]}
 
-    def alpha_loss(params, batch, rng):
+    def alpha_loss(params, batch, rng, axis):
         inputs, _ = policy.steps(params["policy"], batch)
         _, logp = sample_per_example(dist, inputs, rng.reshape(-1, 2))
         loss = -params["log_alpha"] * jax.lax.stop_gradient(logp + entropy_target)
@@ -308,7 +306,7 @@ def _discrete_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
     def init(rng):
         return _critic_params(cfg, {"q": q.init(rng)})
 
-    def loss(params, batch, rng):
+    def loss(params, batch, rng, axis):
         state_in = batch.get("state_in")  # recurrent: the Q ensemble is the acting policy
         feats, next_feats = q.steps(params["q"], batch, with_next=True, state_in=state_in)
         q_all = q.head(params["q"], feats)  # [k, N, n]

@@ -48,14 +48,7 @@ from rljax_offline.algorithms.config import (
     unit_interval_open_left,
 )
 from rljax_offline.connectors.learner import clip_actions_inside_bounds
-from rljax_offline.learning.losses import (
-    actor,
-    check_bounded,
-    expectile_loss,
-    not_terminal,
-    q_ensemble,
-    take_action,
-)
+from rljax_offline.learning.losses import expectile_loss, not_terminal, take_action
 from rljax_offline.learning.optim import make_optimizer
 from rljax_offline.learning.spec import (
     ActingSpec,
@@ -64,6 +57,7 @@ from rljax_offline.learning.spec import (
     LearningSpec,
     Loss,
 )
+from rljax_offline.models.actor_and_q import actor, check_bounded, q_ensemble
 from rljax_offline.models.networks import value_network
 from rljax_offline.models.recurrent import step_rows
 
@@ -143,12 +137,12 @@ class IQLConfig(AlgorithmConfig):
             k1, k2, k3 = jax.random.split(rng, 3)
             return {"policy": policy.init(k1), "q": q.init(k2), "value": value.init(k3)}
 
-        def value_loss(params, batch, rng):
+        def value_loss(params, batch, rng, axis):
             v = values(params, batch)
             loss = expectile_loss(target_q(params, batch) - v, expectile)
             return loss, {"vf_loss": loss, "vf_mean": v}
 
-        def actor_loss(params, batch, rng):
+        def actor_loss(params, batch, rng, axis):
             adv = target_q(params, batch) - jax.lax.stop_gradient(values(params, batch))
             weight = jnp.minimum(jnp.exp(beta * adv), MAX_ADVANTAGE_WEIGHT)
             logp = policy.dist.logp(policy.steps(params["policy"], batch)[0],
@@ -157,7 +151,7 @@ class IQLConfig(AlgorithmConfig):
             return loss, {"policy_loss": loss, "advantage_mean": adv,
                           "advantage_weight_mean": weight}
 
-        def critic_loss(params, batch, rng):
+        def critic_loss(params, batch, rng, axis):
             next_v = values(params, batch, with_next=True)
             y = jax.lax.stop_gradient(step_rows(batch, "rewards")
                                       + gamma * not_terminal(batch) * next_v)
@@ -179,4 +173,5 @@ class IQLConfig(AlgorithmConfig):
                             dist=policy.dist, policy=policy)
         return AlgorithmSpec(learning, acting, DataSpec(
             columns=("obs", "actions", "rewards", "new_obs", "terminateds"),
-            learner_connector=((clip_actions_inside_bounds(),) if self.actor_squashed else ())))
+            learner_connector=((clip_actions_inside_bounds(),) if self.actor_squashed
+                               else ())))

@@ -47,7 +47,6 @@ from rljax_offline.algorithms.config import (
 )
 from rljax_offline.connectors.common import expand, latest, num_sequences
 from rljax_offline.connectors.core import Connector, stateless
-from rljax_offline.learning.core import global_mean
 from rljax_offline.learning.optim import make_optimizer
 from rljax_offline.learning.spec import (
     ActingSpec,
@@ -187,19 +186,19 @@ class MARWILConfig(AlgorithmConfig):
         def values(params, batch):
             return value.head(params["value"], value.steps(params["value"], batch)[0])
 
-        def prepare(params, extra, batch, rng):
+        def prepare(params, extra, batch, rng, axis):
             mask = step_rows(batch, "loss_mask")
             targets = step_rows(batch, "returns_to_go") + step_rows(
                 batch, "bootstrap_discount") * bootstrap_values(value, params["value"], batch)
             adv = targets - values(params, batch)
             norm = extra["moving_avg_sqd_adv_norm"]
-            norm = norm + rate * (global_mean(adv**2, mask) - norm)
+            norm = norm + rate * (axis.mean(adv**2, mask) - norm)
             weights = jnp.exp(beta * adv / (1e-8 + jnp.sqrt(norm)))
             batch = {**batch, "value_targets": jax.lax.stop_gradient(targets),
                      "advantage_weights": jax.lax.stop_gradient(weights)}
             return batch, {**extra, "moving_avg_sqd_adv_norm": norm}
 
-        def loss(params, batch, rng):
+        def loss(params, batch, rng, axis):
             inputs, _ = policy.steps(params["policy"], batch)
             logp = policy.dist.logp(inputs, step_rows(batch, "actions"))
             policy_loss = -batch["advantage_weights"] * logp - logstd_coeff * _log_std(
@@ -236,7 +235,7 @@ def _log_std(policy, inputs):
 def _bc_spec(policy, optimizer, acting: ActingSpec, logstd_coeff: float) -> AlgorithmSpec:
     """MARWIL at beta=0: the negative log-likelihood of the data's actions, no value net."""
 
-    def loss(params, batch, rng):
+    def loss(params, batch, rng, axis):
         inputs, _ = policy.steps(params["policy"], batch)
         nll = -policy.dist.logp(inputs, step_rows(batch, "actions")) - logstd_coeff * _log_std(
             policy, inputs)

@@ -56,8 +56,12 @@ from rljax_offline.algorithms.config import (
 )
 from rljax_offline.connectors.env_to_module import mean_std_filter
 from rljax_offline.connectors.learner import clip_actions_inside_bounds
-from rljax_offline.learning.core import global_mean, per_example_normal
-from rljax_offline.learning.losses import check_bounded, not_terminal, q_ensemble
+from rljax_offline.learning.losses import (
+    check_bounded,
+    not_terminal,
+    per_example_normal,
+    q_ensemble,
+)
 from rljax_offline.learning.optim import make_optimizer
 from rljax_offline.learning.spec import (
     ActingSpec,
@@ -153,7 +157,7 @@ class TD3BCConfig(AlgorithmConfig):
             k1, k2 = jax.random.split(rng)
             return {"policy": policy.init(k1), "q": q.init(k2)}
 
-        def critic_loss(params, batch, rng):
+        def critic_loss(params, batch, rng, axis):
             noise = jnp.clip(sigma * per_example_normal(rng, (dim,)), -noise_clip, noise_clip)
             next_unit = jnp.clip(unit_action(params["target_policy"], batch["new_obs"]) + noise,
                                  -1.0, 1.0)
@@ -164,11 +168,11 @@ class TD3BCConfig(AlgorithmConfig):
             loss = jnp.sum((qs - y) ** 2, axis=0)
             return loss, {"qf_loss": loss, "qf_mean": qs.mean(0), "td_target_mean": y}
 
-        def actor_loss(params, batch, rng):
+        def actor_loss(params, batch, rng, axis):
             unit = unit_action(params["policy"], batch["obs"])
             q1 = q.apply(params["q"], batch["obs"], env_action(unit))[0]
             lam = alpha / jax.lax.stop_gradient(
-                jnp.maximum(global_mean(jnp.abs(q1), batch["loss_mask"]), 1e-6))
+                jnp.maximum(axis.mean(jnp.abs(q1), batch["loss_mask"]), 1e-6))
             bc = jnp.mean((unit - to_unit(batch["actions"])) ** 2, axis=-1)
             loss = -lam * q1 + bc
             return loss, {"policy_loss": loss, "bc_loss": bc, "q_lambda": lam}

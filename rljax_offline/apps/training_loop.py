@@ -77,7 +77,9 @@ def run_training(config: AlgorithmConfig, *, iterations: int = 50,
     Logs every result to `logger` (or the logger a callable `logger` makes, on the writing
     process only; default: `out_dir/metrics.jsonl` and TensorBoard events in
     `out_dir`, see `rljax_offline.apps.reporting`; closed at the end) and writes
-    `out_dir/learning_curve.png` (x-axis `plot_x_axis`); returns a summary. In a
+    `out_dir/learning_curve.png` (x-axis `plot_x_axis`); returns a summary (with
+    `resumed_from_iteration`, the checkpoint's iteration or 0, and `iterations_trained`, the
+    iterations this call ran). In a
     multi-process run every process trains and process 0 alone writes.
     """
     from tqdm import tqdm
@@ -90,6 +92,7 @@ def run_training(config: AlgorithmConfig, *, iterations: int = 50,
     algo = config.build()
     if resume and os.path.isdir(ckpt):
         algo.restore(ckpt)
+    resumed_from = algo.iteration  # 0 for a fresh run
     best = None
     reached = False
     metrics_path = os.path.join(out_dir, "metrics.jsonl")
@@ -124,7 +127,9 @@ def run_training(config: AlgorithmConfig, *, iterations: int = 50,
                                 updates_per_iteration=config.updates_per_iteration)
             if writer else None)
     algo.stop()
-    return {"iterations": algo.iteration, "best_return": best, "reached_target": reached,
+    return {"iterations": algo.iteration, "resumed_from_iteration": resumed_from,
+            "iterations_trained": algo.iteration - resumed_from,
+            "best_return": best, "reached_target": reached,
             "seconds": round(time.perf_counter() - t0, 2), "data_load_s":
             round(algo.timers.get("data_load_s", 0.0), 2), "checkpoint": ckpt,
             "metrics": metrics_path, "plot": plot, "num_devices": len(algo.devices),

@@ -9,7 +9,7 @@ from rljax_offline.data.convert import (
 from rljax_offline.data.files import resolve_files
 from rljax_offline.data.inspect import convert_dataset, inspect_dataset
 from rljax_offline.data.reader import SkipReport, iter_episodes, read_episodes
-from rljax_offline.data.sampler import sample_timesteps
+from rljax_offline.data.stream import sample_timesteps
 from rljax_offline.data.tabular import episodes_to_table, pack_compressed, unpack_compressed
 from rljax_offline.data.validate import check_episode
 from rljax_offline.data.writer import EpisodeWriter, write_episodes

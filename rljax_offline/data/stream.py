@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Callable, Iterator
+import itertools
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import jax
@@ -169,3 +170,77 @@ class CursorTracker:
         close = getattr(self.source, "close", None)
         if close is not None:
             close()
+
+
+class _OnePass(Exception):
+    """`sample_timesteps` reads its episodes once: the stream's second epoch ends it."""
+
+
+def sample_timesteps(episodes: Iterable[Episode], train_batch_size: int, *,
+                     input_read_batch_size: int = 16, len_lookback_buffer: int = 0,
+                     drop_last: bool = True) -> Iterator[list[Episode]]:
+    """Lists of episode chunks holding exactly `train_batch_size` timesteps (RLlib's
+    episode-buffer semantics for offline episode rows), from one pass over `episodes`.
+
+    A host-side view of `stream_batches`, which does the cutting: its rows here are each
+    timestep's (episode, t), and each batch of them becomes the chunks it covers. An episode
+    that does not fit is cut; its rest opens the next batch as a chunk that keeps up to
+    `len_lookback_buffer` steps of lookback (`Episode.slice`), so no timestep is lost or
+    repeated.
+
+    Args:
+      episodes: a (streamed) iterable of episodes, e.g. `iter_episodes(...)`.
+      train_batch_size: timesteps per batch.
+      input_read_batch_size: episodes pulled from the stream at a time.
+      len_lookback_buffer: lookback the continuation chunks keep (as far as data exists).
+      drop_last: drop the final batch when it is short (else yield it short).
+    """
+    if train_batch_size <= 0 or input_read_batch_size <= 0:
+        raise ValueError("train_batch_size and input_read_batch_size must be positive")
+    source = iter(episodes)
+    first = next(source, None)
+    if first is None:
+        return
+    source = itertools.chain([first], source)
+    held: dict[int, tuple[Episode, int]] = {}  # episode number -> (episode, its first row)
+    episodes_read = rows_read = 0
+
+    def read_epoch(epoch: int, position: int) -> Iterator[Episode]:
+        if epoch:
+            raise _OnePass
+        return source
+
+    def to_rows(chunk: list[Episode], state: Any) -> tuple[dict, Any]:
+        nonlocal episodes_read, rows_read
+        number = range(episodes_read, episodes_read + len(chunk))
+        for k, ep in zip(number, chunk):
+            held[k] = (ep, rows_read)
+            rows_read += len(ep)
+        episodes_read += len(chunk)
+        return {"episode": np.concatenate([np.full(len(ep), k, np.int32)
+                                           for k, ep in zip(number, chunk)]),
+                "t": np.concatenate([np.arange(len(ep), dtype=np.int32) for ep in chunk])}, state
+
+    def chunk_of(k: int, t0: int, t1: int) -> Episode:
+        ep = held[k][0]
+        if t0 == 0:
+            return ep if t1 == len(ep) else ep.slice(slice(0, t1))
+        return ep.slice(slice(t0, t1), len_lookback_buffer=len_lookback_buffer)
+
+    rows_cut = 0
+    try:
+        for batch, _ in stream_batches(read_epoch, to_rows, train_batch_size,
+                                       input_read_batch_size, StreamCursor(), "the episodes"):
+            number, t = np.asarray(batch["episode"]), np.asarray(batch["t"])
+            cuts = np.flatnonzero(np.diff(number)) + 1
+            yield [chunk_of(int(number[a]), int(t[a]), int(t[b - 1]) + 1)
+                   for a, b in zip([0, *cuts], [*cuts, len(number)])]
+            rows_cut += train_batch_size
+            for k in [k for k, (ep, start) in held.items() if start + len(ep) <= rows_cut]:
+                del held[k]
+    except _OnePass:
+        pass
+    rest = [chunk_of(k, max(rows_cut - start, 0), len(ep))
+            for k, (ep, start) in sorted(held.items()) if max(rows_cut - start, 0) < len(ep)]
+    if rest and not drop_last:
+        yield rest

@@ -10,9 +10,14 @@ three honest parts, each read by the code that needs it and nothing else:
 
 The engine's state is one `TrainState` pytree, saved whole in checkpoints.
 
+The device axis is explicit: every loss and `prepare` receives, as its last argument, the
+`BatchAxis` of the update (`learning.update`): `axis.sum(x)` and `axis.mean(x, mask)` reduce
+over the global batch, every device's rows, whatever the sharding (under plain jit on one
+device they are the plain sum and mean). Nothing else reduces over devices.
+
 Example (a complete BC spec):
     >>> policy = make_policy(obs_spec, act_spec)
-    >>> def nll(params, batch, rng):
+    >>> def nll(params, batch, rng, axis):
     ...     inputs = policy.dist_inputs(params["policy"], batch)
     ...     return -policy.dist.logp(inputs, batch["actions"]), {}
     >>> spec = AlgorithmSpec(
@@ -49,9 +54,11 @@ class TrainState(NamedTuple):
 
 
 class Loss(NamedTuple):
-    """One optimized group: `fn(params, batch, rng) -> (per_example_loss [N], metrics)`.
+    """One optimized group: `fn(params, batch, rng, axis) -> (per_example_loss [N], metrics)`.
 
     `params` is the full dict (targets included); gradients flow only into `networks`.
+    `axis` is the update's `BatchAxis`: `axis.mean(x, mask)` where a loss needs a statistic
+    of the global batch (TD3+BC's `lambda`), never a per-device one.
     `metrics` values are per-example `[N]` arrays (reduced like the loss) or device-invariant
     scalars. `rng` holds one key per example, `[N, 2]`. Sequence batches (recurrent
     policies: `loss_mask` `[B, T]`) have one example per timestep: values `[B, T]` or `[B * T]`,
@@ -77,8 +84,9 @@ class LearningSpec(NamedTuple):
         `target_update_period` updates (tau 1: a hard copy).
       tau: the Polyak rate, in (0, 1].
       target_update_period: updates between target updates.
-      prepare: `(params, extra, batch, rng) -> (batch, extra)`, on the device before the
-        losses: columns that need the current networks (MARWIL's advantages), statistics.
+      prepare: `(params, extra, batch, rng, axis) -> (batch, extra)`, on the device before
+        the losses: columns that need the current networks (MARWIL's advantages), statistics
+        over the global batch through `axis` (MARWIL's `axis.mean(adv**2, mask)`).
       extra_init: the initial `TrainState.extra`.
     """
 

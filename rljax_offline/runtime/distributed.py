@@ -3,7 +3,7 @@
 Every process runs the same program; `initialize` joins them before JAX touches a device.
 Afterwards `jax.devices()` lists every process's devices, the learner's `("data",)` mesh spans
 them all, each process reads its own share of the input files, and global batches are built
-with `jax.make_array_from_process_local_data` (see `learning.core.DataParallel`). Process 0
+with `jax.make_array_from_process_local_data` (see `learning.data_parallel.DataParallel`). Process 0
 alone writes checkpoints, metrics and plots (`is_writer`).
 
 The settings come from arguments (the CLI's `--coordinator-address --num-processes

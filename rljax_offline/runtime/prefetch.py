@@ -1,6 +1,6 @@
 """One background prefetch thread, for every stream that is read ahead: episodes decoded
 ahead by the reader (`data.iter_episodes(prefetch=...)`) and batches placed on the devices
-ahead of the updates (`learning.core.prefetch_to_device`).
+ahead of the updates (`learning.data_parallel.prefetch_to_device`).
 
 `Prefetcher(items, transform, size)` runs `transform` (e.g. a host-to-device copy) on each item
 in a thread and keeps `size` results waiting. The thread never outlives its consumer: it ends

@@ -47,14 +47,16 @@ from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.algorithms.marwil import add_returns_to_go
 from rljax_offline.algorithms.ppo.config import standardize
 from rljax_offline.connectors import default_learner, pipeline
-from rljax_offline.learning.core import DataParallel, init_state
+from rljax_offline.learning.data_parallel import DataParallel
+from rljax_offline.learning.init import init_state
+from rljax_offline.learning.spec import ActingSpec
 
 _WARMUP_BATCH = 1024
 
 
-def _no_ppo_start(src, params, mine) -> str | None:
-    """Why a checkpoint's acting spec `src` (with `params`) cannot give PPO's `mine` its
-    policy weights; None when it can."""
+def _no_ppo_start(src: ActingSpec, params, mine: ActingSpec) -> str | None:
+    """Why a checkpoint's algorithm, acting as `src` (with `params`), cannot give PPO (acting
+    as `mine`) its policy weights; None when it can."""
     if src.policy_network != "policy" and src.policy_network is not None or (
             "policy" not in params):
         return ("it acts greedily in its Q networks and has no policy network to start from"

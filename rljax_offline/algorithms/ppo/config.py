@@ -286,11 +286,11 @@ class PPOConfig(AlgorithmConfig):
 
         init = _init_policy_and_value(policy, value)
 
-        def prepare(params, extra, batch, rng):
+        def prepare(params, extra, batch, rng, axis):
             coeff = jnp.broadcast_to(extra["curr_kl_coeff"], batch["loss_mask"].shape)
             return {**batch, "kl_coeff": coeff}, extra
 
-        def loss(params, batch, rng):
+        def loss(params, batch, rng, axis):
             actor_batch = batch if module is None else {
                 **batch, "state_in": _network_state(batch, ACTOR)}
             inputs, _ = policy.steps(params["policy"], actor_batch)
@@ -338,7 +338,7 @@ class PPOConfig(AlgorithmConfig):
                               "value_warmup_updates=0")
         value = value_network(obs_spec, self.model_config)
 
-        def loss(params, batch, rng):
+        def loss(params, batch, rng, axis):
             boot = value.apply(params["value"], batch["bootstrap_obs"])
             target = jax.lax.stop_gradient(batch["returns_to_go"]
                                            + batch["bootstrap_discount"] * boot)

@@ -1,0 +1,204 @@
+"""The on-device dataset: learner columns kept on the devices, sharded along rows, and sampled
+there, inside the jitted update loop.
+
+`make_device_dataset(...)` checks its arguments once, eagerly, and returns a frozen
+`DeviceDataset` of two pure functions (as flashbax's buffers are made):
+
+* `put(columns, episode_lengths=None) -> DeviceData` (host side, once): the rows padded to a
+  whole number of rows per device and placed sharded; in a multi-process run each process
+  passes its own rows and the layout is agreed over all of them;
+* `sample(key, data) -> batch` (traced, per device): one global minibatch of
+  `batch_size` valid rows drawn on the device (`sample_valid_rows`), this device's slice of it
+  gathered from the row-sharded data (`gather_rows`).
+
+Every device draws the same indices, so any device or process count gives the one-device
+batch, bit for bit. Traced code does no Python-side validation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+SAMPLE_UNITS = ("timesteps", "episodes")
+
+
+@functools.partial(jax.tree_util.register_dataclass,
+                   data_fields=("columns", "episode_starts", "episode_lengths"),
+                   meta_fields=("block_counts", "block_rows"))
+@dataclasses.dataclass(frozen=True)
+class DeviceData:
+    """Learner columns kept on the devices, sharded along rows (each device holds
+    `rows / num_devices` of them, not a copy of all).
+
+    The rows are laid out in blocks, one a process (one block in a single-process run):
+    block `p` holds that process's `block_counts[p]` rows, then zero padding up to
+    `block_rows`. A "valid row" `g` in `[0, num_rows)` counts the real rows across blocks in
+    order; the sampler draws valid rows and maps them to their padded positions, so padding
+    is never drawn and the draw does not depend on how many devices or processes hold it.
+
+    `episode_starts` / `episode_lengths` (replicated, `[E]`): each episode's first valid row
+    and its length, for episode sampling (empty when unknown).
+    """
+
+    columns: dict
+    episode_starts: jax.Array
+    episode_lengths: jax.Array
+    block_counts: tuple
+    block_rows: int
+
+    @property
+    def num_rows(self) -> int:
+        return int(sum(self.block_counts))
+
+    @property
+    def num_episodes(self) -> int:
+        return int(self.episode_lengths.shape[0])
+
+
+def sample_valid_rows(key: jax.Array, batch_size: int, num_rows: int,
+                      episode_starts: jax.Array | None = None,
+                      episode_lengths: jax.Array | None = None,
+                      unit: str = "timesteps") -> jax.Array:
+    """`batch_size` valid-row indices in `[0, num_rows)`, drawn on the device.
+
+    One sampler for both units:
+    * "timesteps" (RLlib's default): rows uniformly with replacement;
+    * "episodes": episodes uniformly with replacement, each contributing its rows in order
+      from its start, concatenated until the batch is full (the last one cut), so a batch
+      holds whole stretches of behaviour, as an episode buffer gives them.
+    Fixed shapes throughout (`batch_size` episode draws always suffice: each has >= 1 row).
+    """
+    if unit == "timesteps":
+        return jax.random.randint(key, (batch_size,), 0, num_rows)
+    if unit != "episodes":
+        raise ValueError(f"sample unit must be one of {SAMPLE_UNITS}, got {unit!r}")
+    eps = jax.random.randint(key, (batch_size,), 0, episode_lengths.shape[0])
+    lens = episode_lengths[eps]
+    ends = jnp.cumsum(lens)
+    j = jnp.arange(batch_size)
+    k = jnp.searchsorted(ends, j, side="right")
+    return episode_starts[eps[k]] + j - (ends[k] - lens[k])
+
+
+def padded_positions(valid: jax.Array, block_counts: tuple, block_rows: int) -> jax.Array:
+    """Valid-row indices -> positions in the block layout of `DeviceData`."""
+    if len(block_counts) == 1:
+        return valid
+    counts = jnp.asarray(block_counts, valid.dtype)
+    ends = jnp.cumsum(counts)
+    block = jnp.searchsorted(ends, valid, side="right")
+    return block * block_rows + valid - (ends[block] - counts[block])
+
+
+def gather_rows(shard: dict, positions: jax.Array, axis_name: str | None) -> dict:
+    """This device's slice of the global batch at `positions` (every device holds the same
+    `[B]` vector) from row-sharded data: each device takes the rows it owns (zeros
+    elsewhere) and a reduce-scatter over `axis_name` sums them into each device's slice.
+    Exactly one term of each sum is non-zero, so the rows arrive bit for bit. With no axis
+    (one device, plain jit) the rows are taken directly."""
+    if axis_name is None:
+        return jax.tree_util.tree_map(lambda x: jnp.take(x, positions, axis=0), shard)
+    rows = jax.tree_util.tree_leaves(shard)[0].shape[0]
+    local = positions - lax.axis_index(axis_name) * rows
+    owned = (local >= 0) & (local < rows)
+    local = jnp.clip(local, 0, rows - 1)
+
+    def one(x):
+        mine = jnp.take(x, local, axis=0)
+        wide = mine.astype(jnp.int32) if mine.dtype == jnp.bool_ else mine
+        wide = jnp.where(owned.reshape(-1, *[1] * (x.ndim - 1)), wide, 0)
+        out = lax.psum_scatter(wide, axis_name, scatter_dimension=0, tiled=True)
+        return out.astype(x.dtype)
+
+    return jax.tree_util.tree_map(one, shard)
+
+
+class DeviceDataset(NamedTuple):
+    """The pure functions of an on-device dataset (see the module docstring).
+
+    Attributes:
+      put: `(columns, episode_lengths=None) -> DeviceData`, on the host.
+      sample: `(key, data) -> batch`, traced inside the per-device program: this device's
+        slice of one global minibatch.
+    """
+
+    put: Callable[..., DeviceData]
+    sample: Callable[[jax.Array, DeviceData], dict]
+
+
+def make_device_dataset(*, batch_size: int, num_local_devices: int,
+                        put_sharded: Callable[[Any], Any],
+                        put_replicated: Callable[[Any], Any],
+                        axis_name: str | None, sample_unit: str = "timesteps",
+                        allgather: Callable[[np.ndarray], list[np.ndarray]] | None = None,
+                        ) -> DeviceDataset:
+    """An on-device dataset; every argument is checked here, none in traced code.
+
+    Args:
+      batch_size: rows of one global minibatch (over all devices).
+      num_local_devices: this process's devices: rows are padded to a multiple of it.
+      put_sharded / put_replicated: place a host pytree on the devices, sharded on rows /
+        the same on every device (the runtime's placement; in a multi-process run each
+        process passes its own rows and gets global arrays).
+      axis_name: the device axis the sample runs under (None: one device, plain jit).
+      sample_unit: "timesteps" or "episodes" (see `sample_valid_rows`).
+      allgather: in a multi-process run, `int vector -> every process's vector` (in process
+        order); None in a single-process run.
+    """
+    if sample_unit not in SAMPLE_UNITS:
+        raise ValueError(f"sample_unit must be one of {SAMPLE_UNITS}, got {sample_unit!r}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if not isinstance(num_local_devices, int) or num_local_devices < 1:
+        raise ValueError(f"num_local_devices must be a positive int, got {num_local_devices!r}")
+
+    def put(columns: dict, episode_lengths=None) -> DeviceData:
+        """Materialized learner columns onto the devices, once, sharded along rows.
+
+        Each process passes its own rows (the episodes it read) and, for episode sampling,
+        the lengths of its episodes in row order. Rows are padded with zeros to a multiple
+        of the local device count; the padding is never sampled."""
+        leaves = jax.tree_util.tree_leaves(columns)
+        n = len(leaves[0])
+        if any(len(x) != n for x in leaves):
+            raise ValueError(f"learner columns differ in length: {[len(x) for x in leaves]}")
+        lengths = np.asarray([] if episode_lengths is None else episode_lengths, np.int64)
+        if lengths.size and (lengths.min() < 1 or lengths.sum() != n):
+            raise ValueError(f"episode_lengths must be >= 1 and sum to the {n} rows, got sum "
+                             f"{int(lengths.sum())}")
+        if allgather is not None:
+            counts = tuple(int(c[0]) for c in allgather(np.asarray([n])))
+            all_lengths = allgather(lengths)
+            if any(a.size == 0 for a in all_lengths) and any(a.size for a in all_lengths):
+                raise ValueError("episode_lengths given on some processes only")
+            lengths = np.concatenate(all_lengths)
+        else:
+            counts = (n,)
+        if sum(counts) == 0:
+            raise ValueError("no rows to put on the devices")
+        local = num_local_devices
+        block = max(-(-max(counts) // local) * local, local)
+        padded = jax.tree_util.tree_map(
+            lambda x: np.concatenate([np.asarray(x), np.zeros((block - n, *np.shape(x)[1:]),
+                                                              np.asarray(x).dtype)]), columns)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if lengths.size else lengths
+        return DeviceData(columns=put_sharded(padded),
+                          episode_starts=put_replicated(starts.astype(np.int32)),
+                          episode_lengths=put_replicated(lengths.astype(np.int32)),
+                          block_counts=counts, block_rows=block)
+
+    def sample(key: jax.Array, data: DeviceData) -> dict:
+        valid = sample_valid_rows(key, batch_size, data.num_rows, data.episode_starts,
+                                  data.episode_lengths, sample_unit)
+        positions = padded_positions(valid, data.block_counts, data.block_rows)
+        return gather_rows(data.columns, positions, axis_name)
+
+    return DeviceDataset(put=put, sample=sample)
