@@ -25,8 +25,8 @@ from rljax_offline.apps.recipes import record_mixed
 from rljax_offline.data import read_episodes
 from rljax_offline.export import load_stablehlo
 from rljax_offline.learning.init import init_state
-from rljax_offline.learning.losses import q_ensemble
 from rljax_offline.learning.update import BatchAxis
+from rljax_offline.models.actor_and_q import q_ensemble
 from rljax_offline.models.networks import mlp_network
 
 OBS = gym.spaces.Box(-1, 1, (3,), np.float32)

@@ -56,12 +56,7 @@ from rljax_offline.algorithms.config import (
 )
 from rljax_offline.connectors.env_to_module import mean_std_filter
 from rljax_offline.connectors.learner import clip_actions_inside_bounds
-from rljax_offline.learning.losses import (
-    check_bounded,
-    not_terminal,
-    per_example_normal,
-    q_ensemble,
-)
+from rljax_offline.learning.losses import not_terminal, per_example_normal
 from rljax_offline.learning.optim import make_optimizer
 from rljax_offline.learning.spec import (
     ActingSpec,
@@ -70,6 +65,7 @@ from rljax_offline.learning.spec import (
     LearningSpec,
     Loss,
 )
+from rljax_offline.models.actor_and_q import check_bounded, q_ensemble
 from rljax_offline.models.distributions import action_scaler, deterministic
 from rljax_offline.models.networks import mlp_network
 from rljax_offline.models.policy import is_recurrent
