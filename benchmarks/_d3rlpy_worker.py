@@ -2,9 +2,10 @@
 
 Reads the transitions the driver wrote (`.npz`), trains one d3rlpy algorithm at its defaults
 (Box actions scaled to the env's bounds with `MinMaxActionScaler`, as a fair comparison
-needs), evaluates in the env after each of `--evals` equal parts of `--updates`, and prints
-one JSON line: d3rlpy's own mean per-update time of each part (evaluation excluded; the
-driver reduces these and ours the same way) and the returns.
+needs; TD3+BC's observations standardized by the data set's mean and std, as its paper),
+evaluates in the env after each of `--evals` equal parts of `--updates`, and prints one JSON
+line: d3rlpy's own mean per-update time of each part (evaluation excluded; the driver reduces
+these and ours the same way) and the returns.
 
 This file imports d3rlpy and never rljax_offline: it may run in another virtual environment.
 """
@@ -23,7 +24,11 @@ ALGOS = {
     "DiscreteCQL": d3rlpy.algos.DiscreteCQLConfig,
     "CQL": d3rlpy.algos.CQLConfig,
     "IQL": d3rlpy.algos.IQLConfig,
+    "TD3PlusBC": d3rlpy.algos.TD3PlusBCConfig,
 }
+# Algorithms whose paper normalizes observations by the data set's mean and std: d3rlpy's
+# standard observation scaler, fitted on the data set, as its TD3+BC reproduction does.
+STANDARD_OBSERVATIONS = {"TD3PlusBC"}
 
 
 def main():
@@ -43,6 +48,8 @@ def main():
     if isinstance(env.action_space, gym.spaces.Box):
         kwargs["action_scaler"] = d3rlpy.preprocessing.MinMaxActionScaler(
             minimum=env.action_space.low, maximum=env.action_space.high)
+    if args.algo in STANDARD_OBSERVATIONS:
+        kwargs["observation_scaler"] = d3rlpy.preprocessing.StandardObservationScaler()
     config = ALGOS[args.algo](**kwargs)
     dataset = d3rlpy.dataset.MDPDataset(
         data["observations"], data["actions"], data["rewards"], data["terminals"],

@@ -10,7 +10,8 @@ runs at RLlib's defaults except the few settings each case lists (printed with t
 Printed per case: updates/s of each, reduced the same way for both from each part's mean time
 per update (ours from the learner's timer, d3rlpy's from its own `time_step`; evaluation
 excluded): `steady` leaves the first part out for both (ours compiles in it), `all` keeps every
-part for both; their ratios, and the final and best evaluation returns.
+part for both; their ratios, each run's level (the mean of its last three evaluations: what
+to compare, at the same number of updates) and its final and best returns.
 
 d3rlpy is never our dependency: it runs in the interpreter given by `--d3rlpy-python` (or
 `$D3RLPY_PYTHON`, or this one when it can import d3rlpy), through `_d3rlpy_worker.py`:
@@ -33,13 +34,15 @@ from typing import NamedTuple
 import numpy as np
 
 from rljax_offline import BCConfig, CQLConfig, IQLConfig
+from rljax_offline.algorithms.td3_bc import TD3BCConfig
 from rljax_offline.data import read_episodes
 from rljax_offline.apps.recipes import RECIPES, record_mixed
 
 CACHE = os.path.join(tempfile.gettempdir(), "rljax_offline_bench")
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_d3rlpy_worker.py")
 # d3rlpy 2.8's default batch sizes: ours uses the same, so an update is the same work.
-D3RLPY_BATCH = {"DiscreteBC": 100, "BC": 100, "DiscreteCQL": 32, "CQL": 256, "IQL": 256}
+D3RLPY_BATCH = {"DiscreteBC": 100, "BC": 100, "DiscreteCQL": 32, "CQL": 256, "IQL": 256,
+                "TD3PlusBC": 256}
 
 
 class Case(NamedTuple):
@@ -61,7 +64,10 @@ CASES = {
                          {**IQL_CHANGES, "actor_squashed": False}, 2000),
     "cql-pendulum": Case("pendulum-mixed", "CQL", CQLConfig(),
                          {"bc_iters": 200, "actor_lr": 1e-3}, 1000),
+    # TD3+BC's defaults are d3rlpy's (RLlib has none): nothing to change.
+    "td3bc-pendulum": Case("pendulum-mixed", "TD3PlusBC", TD3BCConfig(), {}, 20000),
 }
+LEVEL_EVALS = 3  # a run's level: the mean of its last evaluations, never the best one
 
 
 def recording(recipe: str) -> str:
@@ -168,6 +174,8 @@ def main():
                "ours_updates_per_s_all_parts": round(ours_rate["all"], 1),
                "d3rlpy_updates_per_s_all_parts": round(their_rate["all"], 1),
                "x_d3rlpy_all_parts": round(ours_rate["all"] / their_rate["all"], 1),
+               "ours_level": round(float(np.mean(ours["returns"][-LEVEL_EVALS:])), 1),
+               "d3rlpy_level": round(float(np.mean(theirs["returns"][-LEVEL_EVALS:])), 1),
                "ours_return_final": round(ours["returns"][-1], 1),
                "ours_return_best": round(max(ours["returns"]), 1),
                "d3rlpy_return_final": round(theirs["returns"][-1], 1),
@@ -176,11 +184,13 @@ def main():
         rows.append(row)
         print(json.dumps(row), flush=True)
     print(f"\n{'case':14} {'updates':>7} {'ours/s':>8} {'d3rlpy/s':>9} {'ratio':>6} {'all':>6} "
+          f"{'ours level':>10} {'d3rlpy level':>12} "
           f"{'ours final/best':>16} {'d3rlpy final/best':>18}")
     for r in rows:
         print(f"{r['case']:14} {r['updates']:7d} {r['ours_updates_per_s']:8.1f} "
               f"{r['d3rlpy_updates_per_s']:9.1f} {r['x_d3rlpy']:5.1f}x "
               f"{r['x_d3rlpy_all_parts']:5.1f}x "
+              f"{r['ours_level']:10.1f} {r['d3rlpy_level']:12.1f} "
               f"{r['ours_return_final']:7.1f}/{r['ours_return_best']:<8.1f} "
               f"{r['d3rlpy_return_final']:8.1f}/{r['d3rlpy_return_best']:<8.1f}")
 

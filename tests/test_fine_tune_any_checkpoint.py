@@ -6,22 +6,26 @@ import jax
 import numpy as np
 import pytest
 
-from rljax_offline import PPOConfig
+from rljax_offline import ConfigError, PPOConfig
 from rljax_offline.acting.recording import PolicyMismatchError
 from rljax_offline.algorithms import registry
 
 SMALL = {"fcnet_hiddens": [8]}
 #: (algorithm, env) -> whether PPO can start from its policy
 CAN_START = {("cql", "CartPole-v1"): False, ("cql", "Pendulum-v1"): False,
-             ("iql", "Pendulum-v1"): False}  # tanh-squashed actor; Discrete CQL: Q-greedy
+             ("iql", "Pendulum-v1"): False,  # tanh-squashed actor; Discrete CQL: Q-greedy
+             ("td3_bc", "Pendulum-v1"): False}  # a deterministic actor
 
 
 @pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1"])
 @pytest.mark.parametrize("name", registry.names())
 def test_ppo_starts_from_every_registered_algorithms_checkpoint_or_says_why(name, env,
                                                                             tmp_path):
-    src = (registry.config_class(name)().environment(env).rl_module(model_config=SMALL)
-           .build())
+    try:
+        src = (registry.config_class(name)().environment(env).rl_module(model_config=SMALL)
+               .build())
+    except ConfigError as e:  # the algorithm does not take this env's spaces (TD3+BC: Box)
+        pytest.skip(str(e))
     src.save(str(tmp_path / name))
     policy = jax.device_get(src.state.params.get("policy"))
     src.stop()

@@ -433,6 +433,13 @@ class AlgorithmConfig:
 
     # ------------------------------------------------------------------ the algorithm
 
+    def learner_connector_pieces(self, spaces) -> list:
+        """The pieces in front of the default learner pipeline, shared with the env-to-module
+        pipeline with their fitted state (unless `env_to_module_connector` replaces them):
+        the user's `learner_connector`. An algorithm whose data needs a fitted transform at
+        acting too (TD3+BC's observation normalization) puts its own in front."""
+        return list(self.learner_connector(spaces)) if self.learner_connector else []
+
     def make_spec(self, obs_spec, act_spec):
         """The algorithm's `AlgorithmSpec` (`learning.spec`) for (post-connector) observation
         and action specs."""

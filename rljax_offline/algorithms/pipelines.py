@@ -48,7 +48,9 @@ class Pipelines(NamedTuple):
 
 
 def _custom_learner_pieces(config: AlgorithmConfig, spaces: Spaces) -> list[Connector]:
-    return list(config.learner_connector(spaces)) if config.learner_connector else []
+    """The config's pieces in front of the defaults (the user's, and an algorithm's own
+    fitted transform such as TD3+BC's observation normalization)."""
+    return config.learner_connector_pieces(spaces)
 
 
 def _learner_base(config: AlgorithmConfig, spaces: Spaces, custom: list[Connector],

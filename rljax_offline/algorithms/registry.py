@@ -20,6 +20,7 @@ _BUILTIN = {
     "ppo": "rljax_offline.algorithms.ppo.config:PPOConfig",
     "cql": "rljax_offline.algorithms.cql:CQLConfig",
     "iql": "rljax_offline.algorithms.iql:IQLConfig",
+    "td3_bc": "rljax_offline.algorithms.td3_bc:TD3BCConfig",
 }
 _REGISTERED: dict[str, type] = {}
 

@@ -360,7 +360,8 @@ def mean_std_filter(update: bool = True, clip: float | None = 10.0,
     Which observations are pushed: env-to-module (the default, RLlib's place for it), each
     episode's latest (`L + length`), as RLlib pushes each observation once when the env emits
     it; learner (`as_learner_connector=True`, explicit), every observation of each episode from
-    its first step to its last (`L .. L + length`). Other columns (the lookback) are normalized
+    its first step to its last (`L .. L + length`; none of an episode without steps, such as
+    a batch's padding). Other columns (the lookback) are normalized
     with the statistics as of just before their episode's pushes (RLlib would hold the values
     normalized back then) - unless `ctx.written_back`: then they already hold what this piece
     wrote back at their own step (RLlib writes the normalized latest observation into its
@@ -387,7 +388,10 @@ def mean_std_filter(update: bool = True, clip: float | None = 10.0,
         col = jnp.arange(episodes.len_lookback_buffer + episodes.max_len + 1)[None, :] \
             - episodes.len_lookback_buffer
         lengths = episodes.lengths[:, None]
-        mask = (col >= 0) & (col <= lengths) if as_learner_connector else col == lengths
+        # Learner: an episode of no steps (the batch's padding) holds no row to learn from;
+        # its one observation (zeros) must not enter the statistics.
+        mask = ((col >= 0) & (col <= lengths) & (lengths > 0) if as_learner_connector
+                else col == lengths)
         return mask & jnp.logical_not(jnp.asarray(ctx.frozen, bool)) & update
 
     def apply(state, episodes, batch, ctx):
