@@ -47,7 +47,7 @@ def test_train_help_names_its_defaults():
     _, sub = subcommands()
     text = " ".join(sub.choices["train"].format_help().split())
     groups = re.search(r"learner; default: the algorithm's, (.*?)\)", text).group(1)
-    said = {name: int(size) for size, names in re.findall(r"(\d+) for ([^,]+?)(?=, \d|$)", groups)
+    said = {name: int(size) for size, names in re.findall(r"(\d+) for (.+?)(?=, \d|$)", groups)
             for name in re.split(r", | and ", names)}
     assert f"{{{','.join(registry.names())}}}" in text  # the --algo choices
     for name in registry.names():
