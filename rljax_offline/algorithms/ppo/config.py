@@ -44,9 +44,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from rljax_offline.algorithms.config import (
-    AlgorithmConfig,
-    ConfigError,
+from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
+from rljax_offline.algorithms.options import (
     boolean,
     dict_or_none,
     non_negative_float,
