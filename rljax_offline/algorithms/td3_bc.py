@@ -54,7 +54,7 @@ from rljax_offline.algorithms.options import (
     unit_interval_open_left,
 )
 from rljax_offline.connectors.learner import clip_actions_inside_bounds
-from rljax_offline.connectors.mean_std_filter import mean_std_filter
+from rljax_offline.connectors.mean_std import mean_std_filter
 from rljax_offline.learning.losses import not_terminal, per_example_normal
 from rljax_offline.learning.optim import make_optimizer
 from rljax_offline.learning.spec import (

@@ -36,7 +36,7 @@ from rljax_offline.connectors.learner import (
     default_learner,
     rllib_dtypes,
 )
-from rljax_offline.connectors.mean_std_filter import RunningStats, mean_std_filter
+from rljax_offline.connectors.mean_std import RunningStats, mean_std_filter
 from rljax_offline.connectors.module_to_env import (
     clip_actions,
     default_module_to_env,

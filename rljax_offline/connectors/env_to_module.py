@@ -1,6 +1,6 @@
 """Observation pieces RLlib puts in env-to-module pipelines: flatten / one-hot and previous
 actions and rewards, plus the default env-to-module pipeline (the mean-std filter is in
-`connectors.mean_std_filter`). They rewrite the episodes' observations (every
+`connectors.mean_std`). They rewrite the episodes' observations (every
 column, lookback included) as RLlib rewrites its episodes, so the same piece also serves a
 learner pipeline.
 """
