@@ -10,7 +10,7 @@ import pytest
 
 from rljax_offline.acting.env_runner import EnvRunner, episode_stats, record_expert
 from rljax_offline.algorithms.bc import BCConfig
-from rljax_offline.connectors.env_to_module import mean_std_filter
+from rljax_offline.connectors.mean_std import mean_std_filter
 from rljax_offline.export import ExportError, load_stablehlo, signature_path
 
 # float32 network outputs through a few layers: allow a few ulps of the outputs' scale.

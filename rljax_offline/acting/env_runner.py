@@ -29,8 +29,11 @@ import gymnasium as gym
 import numpy as np
 
 from rljax_offline.acting.actor import ActorPolicy
+from rljax_offline.acting.behavior import Behavior, BehaviorError, BehaviorPolicy, parse_mix
 from rljax_offline.acting.protocol import ActorProtocol, as_actor
+from rljax_offline.apps.experts import expert_for
 from rljax_offline.connectors.core import Spaces
+from rljax_offline.data import EpisodeWriter
 from rljax_offline.envs.make import env_factory
 from rljax_offline.episode.builder import EpisodeBuilder
 from rljax_offline.episode.episode import Episode
@@ -221,8 +224,6 @@ class EnvRunner:
         """Streams `num_episodes` finished episodes (or episodes and chunks covering
         `num_timesteps` steps) to Parquet under `path` (see `rljax_offline.data.EpisodeWriter`
         for `output_write_episodes`, `output_max_rows_per_file`, ...); returns the files."""
-        from rljax_offline.data import EpisodeWriter
-
         total, unit = (num_episodes, "ep") if num_timesteps is None else (num_timesteps, "step")
         bar = _progress(total, "recording", progress, unit)
         with EpisodeWriter(path, **write_options) as writer:
@@ -276,9 +277,6 @@ def record_expert(env_id: str, output: str, *, num_episodes: int = 500, seed: in
     their behaviour (see `rljax_offline.acting.behavior`). With none of them, the expert's
     actions are recorded unchanged, as before.
     """
-    from rljax_offline.acting.behavior import Behavior, BehaviorError, BehaviorPolicy, parse_mix
-    from rljax_offline.apps.experts import expert_for
-
     expert = expert_for(env_id)
     policy: Any = expert
     single = Behavior(epsilon=epsilon, flip_prob=flip_prob, action_noise=action_noise)

@@ -10,6 +10,7 @@ import gymnasium as gym
 
 from rljax_offline.acting.env_runner import EnvRunner
 from rljax_offline.algorithms.algorithm import Algorithm
+from rljax_offline.connectors import Spaces
 from rljax_offline.errors import PolicyMismatchError
 
 
@@ -17,8 +18,6 @@ def check_policy_spaces(policy_spaces: Any, observation_space: gym.Space,
                         action_space: gym.Space, checkpoint: str) -> None:
     """A named error, before anything runs, when the checkpoint's policy cannot act in an
     env with these spaces."""
-    from rljax_offline.connectors import Spaces
-
     env_spaces = Spaces.of(observation_space, action_space)
     for what in ("observation", "action"):
         theirs, ours = getattr(policy_spaces, what), getattr(env_spaces, what)

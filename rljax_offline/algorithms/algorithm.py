@@ -34,12 +34,15 @@ import gymnasium as gym
 import jax
 import numpy as np
 
+from rljax_offline.acting.actor import ActorPolicy
+from rljax_offline.acting.env_runner import EnvRunner, episode_stats
 from rljax_offline.algorithms import checkpointing, pipelines
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.offline_data import OfflineData
 from rljax_offline.connectors import Spaces
 from rljax_offline.data.device import DeviceData
 from rljax_offline.envs.make import make_env
+from rljax_offline.export import PolicyParts, export_policy
 from rljax_offline.learning.data_parallel import DataParallel, select_devices
 from rljax_offline.learning.init import start_init_state
 from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, TrainState
@@ -302,8 +305,6 @@ class Algorithm:
     def _new_actor(self, explore: bool):
         """A new `ActorPolicy` of this algorithm's policy between its pipelines (each runner
         needs its own: an actor holds its envs' windows)."""
-        from rljax_offline.acting.actor import ActorPolicy
-
         return ActorPolicy(_acting_module(self.spec.acting), None, self.spaces,
                            self.env_to_module_connector, None, self.module_to_env_connector,
                            lookback=self.config.episode_lookback_horizon, explore=explore)
@@ -324,8 +325,6 @@ class Algorithm:
 
     def evaluate(self, num_episodes: int | None = None) -> dict:
         """Runs the policy in the env; RLlib's `env_runners` metrics."""
-        from rljax_offline.acting.env_runner import EnvRunner, episode_stats
-
         n = num_episodes or self.config.evaluation_duration
         actor = self.actor()
         if self._runner is None:
@@ -344,8 +343,6 @@ class Algorithm:
         """Writes one greedy acting step, pipelines inlined, as one graph, and its signature
         as `<path>.json` (`rljax_offline.export`): `act(obs)`, or for recurrent policies and
         pipelines that read past steps `step(inputs)` with the state and `t`."""
-        from rljax_offline.export import PolicyParts, export_policy
-
         return export_policy(PolicyParts(
             _acting_module(self.spec.acting), jax.device_get(self.state.params),
             self.env_to_module_connector, self._e2m_state(), self.module_to_env_connector,

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from rljax_offline.algorithms.config import ConfigError, option, positive_float
+from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.algorithms.marwil import MARWILConfig
+from rljax_offline.algorithms.options import option, positive_float
 
 
 @dataclasses.dataclass(frozen=True)

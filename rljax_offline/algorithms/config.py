@@ -1,9 +1,10 @@
 """`AlgorithmConfig`: immutable configs with RLlib's method groups and parameter names.
 
-Every field is declared once with `option(default, group, check, doc)`. The group methods
-(`environment`, `offline_data`, `training`, `evaluation`, `learners`, `reporting`,
-`checkpointing`, `rl_module`, `env_runners`, `debugging`) take that group's keys as keyword
-arguments and return a new config; keys left out keep their value (RLlib's `NotProvided`).
+Every field is declared once with `option(default, group, check, doc)` (`algorithms.options`,
+with the checks). The group methods (`environment`, `offline_data`, `training`, `evaluation`,
+`learners`, `reporting`, `checkpointing`, `rl_module`, `env_runners`, `debugging`) take that
+group's keys as keyword arguments and return a new config; keys left out keep their value
+(RLlib's `NotProvided`).
 An unknown key, or a value of the wrong type or range, is a one-line `ConfigError` naming the
 key and what was expected, raised before anything compiles.
 
@@ -23,125 +24,35 @@ Example:
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import importlib
 import json
-import math
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from rljax_offline import spaces as sp
+from rljax_offline.algorithms.options import (
+    a_callable,
+    boolean,
+    callable_or_none,
+    dict_or_none,
+    either,
+    host_port,
+    non_empty_str,
+    non_negative_float,
+    non_negative_int,
+    one_of,
+    option,
+    optional,
+    positive_float,
+    positive_int,
+    probability,
+    str_list,
+)
 from rljax_offline.errors import ConfigError
 from rljax_offline.models.policy import check_model_config
 from rljax_offline.runtime.setup import setup
-
-GROUPS = ("api_stack", "environment", "offline_data", "training", "evaluation", "learners",
-          "reporting", "checkpointing", "rl_module", "env_runners", "debugging")
-
-
-# ---------------------------------------------------------------------- checks
-# A check takes the value and returns None when fine, else what was expected.
-
-
-def positive_int(v) -> str | None:
-    ok = isinstance(v, int) and not isinstance(v, bool) and v > 0
-    return None if ok else "a positive int"
-
-
-def non_negative_int(v) -> str | None:
-    ok = isinstance(v, int) and not isinstance(v, bool) and v >= 0
-    return None if ok else "an int >= 0"
-
-
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def positive_float(v) -> str | None:
-    return None if _number(v) and v > 0 else "a finite number > 0"
-
-
-def non_negative_float(v) -> str | None:
-    return None if _number(v) and v >= 0 else "a finite number >= 0"
-
-
-def any_float(v) -> str | None:
-    return None if _number(v) else "a finite number"
-
-
-def probability(v) -> str | None:
-    return None if _number(v) and 0 <= v <= 1 else "a number in [0, 1]"
-
-
-def unit_interval_open_left(v) -> str | None:
-    return None if _number(v) and 0 < v <= 1 else "a number in (0, 1]"
-
-
-def open_unit_interval(v) -> str | None:
-    return None if _number(v) and 0 < v < 1 else "a number in (0, 1)"
-
-
-def boolean(v) -> str | None:
-    return None if isinstance(v, bool) else "True or False"
-
-
-def dict_or_none(v) -> str | None:
-    return None if v is None or isinstance(v, dict) else "a dict or None"
-
-
-def callable_or_none(v) -> str | None:
-    return None if v is None or callable(v) else "a callable or None"
-
-
-def _callable(v) -> str | None:
-    return None if callable(v) else "a callable"
-
-
-def _str_list(v) -> str | None:
-    ok = isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)
-    return None if ok else "a list of column names"
-
-
-def _str(v) -> str | None:
-    return None if isinstance(v, str) and v else "a non-empty string"
-
-
-def _host_port(v) -> str | None:
-    ok = isinstance(v, str) and ":" in v and v.rsplit(":", 1)[1].isdigit()
-    return None if ok else "a HOST:PORT string"
-
-
-def one_of(*choices) -> Callable[[Any], str | None]:
-    def check(v):
-        return None if v in choices else f"one of {list(choices)}"
-    return check
-
-
-def optional(check: Callable) -> Callable[[Any], str | None]:
-    def opt(v):
-        return None if v is None else (None if check(v) is None else f"None or {check(v)}")
-    return opt
-
-
-def either(*checks) -> Callable[[Any], str | None]:
-    def check(v):
-        errors = [c(v) for c in checks]
-        return None if None in errors else " or ".join(errors)
-    return check
-
-
-def option(default: Any, group: str, check: Callable | None = None, doc: str = "",
-           ignored: str | None = None):
-    """A config field: its default, its RLlib group, its check and a one-line doc.
-    `ignored`: why an RLlib knob has no effect here (setting it warns once, in one line)."""
-    if group not in GROUPS:
-        raise ValueError(f"unknown config group {group!r}")
-    meta = {"group": group, "check": check, "doc": doc, "ignored": ignored}
-    if isinstance(default, (dict, list)):
-        return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
-    return dataclasses.field(default=default, metadata=meta)
 
 
 def _from_iter_batches_kwargs(kwargs: dict) -> dict:
@@ -198,7 +109,7 @@ class AlgorithmConfig:
     on_bad_file: str = option("raise", "offline_data", one_of("raise", "skip"),
                               "what to do with an unreadable file")
     input_read_method: Any = option(
-        "read_parquet", "offline_data", either(one_of("read_parquet", "read_json"), _callable),
+        "read_parquet", "offline_data", either(one_of("read_parquet", "read_json"), a_callable),
         "read_parquet, read_json (old SampleBatch JSON lines), or a callable "
         "(input_, **input_read_method_kwargs) -> iterable of Episodes")
     input_read_method_kwargs: dict | None = option(
@@ -206,7 +117,7 @@ class AlgorithmConfig:
     input_read_sample_batches: bool = option(False, "offline_data", boolean,
                                              "the input is RLlib's old SampleBatch JSON")
     input_compress_columns: list | None = option(
-        None, "offline_data", optional(_str_list),
+        None, "offline_data", optional(str_list),
         "LZ4-compressed tabular columns (compressed columns are also detected by themselves)")
     materialize_mapped_data: bool = option(
         True, "offline_data", boolean, "keep the learner pipeline's output on the devices "
@@ -261,7 +172,7 @@ class AlgorithmConfig:
                                          "RLlib's GPUs per learner",
                                          ignored="JAX uses the devices it sees (num_devices)")
     coordinator_address: str | None = option(
-        None, "learners", optional(_host_port), "multi-host: process 0's HOST:PORT "
+        None, "learners", optional(host_port), "multi-host: process 0's HOST:PORT "
         "(default: JAX_COORDINATOR_ADDRESS or the cluster's, as jax.distributed reads them)")
     num_processes: int | None = option(None, "learners", optional(positive_int),
                                        "multi-host: how many processes run the program")
@@ -273,8 +184,9 @@ class AlgorithmConfig:
         10, "learners", positive_int, "multi-host: seconds after which a silent peer is "
         "declared dead and the others end with an error")
     compilation_cache_dir: str | None = option(
-        "auto", "learners", optional(_str), "persistent XLA compilation cache: 'auto' (the "
-        "user's cache dir), a folder, or None (off; so does RLJAX_OFFLINE_COMPILATION_CACHE=0)")
+        "auto", "learners", optional(non_empty_str), "persistent XLA compilation cache: 'auto' "
+        "(the user's cache dir), a folder, or None (off; so does "
+        "RLJAX_OFFLINE_COMPILATION_CACHE=0)")
     # evaluation
     evaluation_interval: int = option(1, "evaluation", non_negative_int,
                                       "evaluate every N iterations (0: never)")

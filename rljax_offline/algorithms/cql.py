@@ -45,9 +45,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax_offline import spaces as sp
-from rljax_offline.algorithms.config import (
-    AlgorithmConfig,
-    ConfigError,
+from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
+from rljax_offline.algorithms.options import (
     any_float,
     boolean,
     non_negative_float,

@@ -35,9 +35,8 @@ import jax
 import jax.numpy as jnp
 
 from rljax_offline import spaces as sp
-from rljax_offline.algorithms.config import (
-    AlgorithmConfig,
-    ConfigError,
+from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
+from rljax_offline.algorithms.options import (
     boolean,
     non_negative_int,
     open_unit_interval,

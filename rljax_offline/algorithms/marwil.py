@@ -37,14 +37,8 @@ import jax
 import jax.numpy as jnp
 
 from rljax_offline import spaces as sp
-from rljax_offline.algorithms.config import (
-    AlgorithmConfig,
-    ConfigError,
-    non_negative_float,
-    option,
-    positive_float,
-    probability,
-)
+from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
+from rljax_offline.algorithms.options import non_negative_float, option, positive_float, probability
 from rljax_offline.connectors.common import expand, latest, num_sequences
 from rljax_offline.connectors.core import Connector, stateless
 from rljax_offline.learning.optim import make_optimizer

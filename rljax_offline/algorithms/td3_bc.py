@@ -43,9 +43,8 @@ import jax
 import jax.numpy as jnp
 
 from rljax_offline import spaces as sp
-from rljax_offline.algorithms.config import (
-    AlgorithmConfig,
-    ConfigError,
+from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
+from rljax_offline.algorithms.options import (
     boolean,
     non_negative_float,
     option,
@@ -54,8 +53,8 @@ from rljax_offline.algorithms.config import (
     positive_int,
     unit_interval_open_left,
 )
-from rljax_offline.connectors.env_to_module import mean_std_filter
 from rljax_offline.connectors.learner import clip_actions_inside_bounds
+from rljax_offline.connectors.mean_std import mean_std_filter
 from rljax_offline.learning.losses import not_terminal, per_example_normal
 from rljax_offline.learning.optim import make_optimizer
 from rljax_offline.learning.spec import (

@@ -11,10 +11,21 @@ from collections.abc import Callable
 import numpy as np
 
 from rljax_offline.acting.env_runner import record_expert
+from rljax_offline.acting.recording import record_policy
 from rljax_offline.algorithms.algorithm import Algorithm
 from rljax_offline.algorithms.bc import BCConfig
-from rljax_offline.apps.plotting import save_learning_curve, save_return_histogram
+from rljax_offline.apps.plotting import (
+    save_learning_curve,
+    save_return_histogram,
+    save_workflow_curves,
+)
 from rljax_offline.apps.training_loop import run_training
+from rljax_offline.apps.workflow import (
+    cartpole_bc_config,
+    cartpole_ppo_config,
+    train_bc_until,
+    train_ppo_until,
+)
 from rljax_offline.data import read_episodes
 
 TARGET = 450.0
@@ -81,15 +92,6 @@ def run_full_demo(out_dir: str = "demo_output", num_episodes: int = 500, seed: i
     """RLlib's whole offline-data guide: train a PPO expert to 450, checkpoint it, record
     `num_episodes` episodes with its policy, clone it with BC, fine-tune the clone with PPO;
     one figure with all curves (`workflow.png`) and a short table."""
-    from rljax_offline.acting.recording import record_policy
-    from rljax_offline.apps.plotting import save_workflow_curves
-    from rljax_offline.apps.workflow import (
-        cartpole_bc_config,
-        cartpole_ppo_config,
-        train_bc_until,
-        train_ppo_until,
-    )
-
     emit = emit or (lambda r: None)
     paths = {k: os.path.join(out_dir, k) for k in ("ppo_expert", "recorded", "bc_clone")}
     for d in paths.values():  # a fresh demo every time

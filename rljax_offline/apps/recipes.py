@@ -61,6 +61,8 @@ def record_mixed(name: str, path: str, *, num_episodes: int | None = None, seed:
     `num_episodes` overrides the recipe's size; `write_options` go to `EpisodeWriter`
     (e.g. `output_write_episodes=False` for tabular rows). Same seed, same data.
     """
+    # start-up: acting.env_runner (with the data package and pyarrow) costs ~50 ms, and
+    # `rljax-offline --help` loads this module for the recipe names
     from rljax_offline.acting.env_runner import record_expert
 
     r = recipe(name)

@@ -20,6 +20,7 @@ from rljax_offline.algorithms.config import AlgorithmConfig
 from rljax_offline.apps.plotting import main_loss, save_learning_curve
 from rljax_offline.apps.reporting import Logger, MultiLogger, default_logger
 from rljax_offline.errors import TrainingDivergedError
+from rljax_offline.runtime.distributed import is_writer
 
 
 def _short(result: dict) -> dict:
@@ -83,8 +84,6 @@ def run_training(config: AlgorithmConfig, *, iterations: int = 50,
     multi-process run every process trains and process 0 alone writes.
     """
     from tqdm import tqdm
-
-    from rljax_offline.runtime.distributed import is_writer
 
     os.makedirs(out_dir, exist_ok=True)
     ckpt = os.path.join(out_dir, "checkpoint")

@@ -14,8 +14,8 @@ EXPERT_ENVS = ("CartPole-v1", "Pendulum-v1")  # envs with a shipped scripted exp
 
 
 def run(args) -> int:
-    # Imported when the command runs: recording pulls in the algorithm facade, which adds
-    # about 0.3 s to every `rljax-offline --help` (measured with python -X importtime).
+    # start-up: acting.env_runner and acting.recording (the algorithm facade) cost ~120 ms
+    # on top of `import rljax_offline.cli`; only `record` needs them (measured 2026-11-24).
     from rljax_offline.acting.env_runner import record_expert
     from rljax_offline.acting.recording import record_policy
 

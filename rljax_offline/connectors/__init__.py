@@ -21,10 +21,8 @@ from rljax_offline.connectors.core import (
     stateless,
 )
 from rljax_offline.connectors.env_to_module import (
-    RunningStats,
     default_env_to_module,
     flatten_observations,
-    mean_std_filter,
     model_connectors,
     one_hot_observations,
     prev_actions_rewards,
@@ -38,6 +36,7 @@ from rljax_offline.connectors.learner import (
     default_learner,
     rllib_dtypes,
 )
+from rljax_offline.connectors.mean_std import RunningStats, mean_std_filter
 from rljax_offline.connectors.module_to_env import (
     clip_actions,
     default_module_to_env,

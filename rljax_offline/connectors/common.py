@@ -234,3 +234,35 @@ def stacked_spec(spec, k: int):
     low = np.concatenate([np.asarray(spec.low).reshape(spec.shape)] * k, axis=-1).ravel()
     high = np.concatenate([np.asarray(spec.high).reshape(spec.shape)] * k, axis=-1).ravel()
     return sp.BoxSpec(shape, spec.dtype, tuple(low.tolist()), tuple(high.tolist()))
+
+
+# ------------------------------------------------------------------------------ space trees
+
+
+_LEAF_SPECS = (sp.BoxSpec, sp.DiscreteSpec, sp.MultiDiscreteSpec, sp.MultiBinarySpec)
+
+
+def is_leaf_spec(s) -> bool:
+    return isinstance(s, _LEAF_SPECS)
+
+
+def spec_tree(spec):
+    """The spec as a pytree with the structure of its data (Dict -> dict, Tuple -> tuple)."""
+    if isinstance(spec, sp.TupleSpec):
+        return tuple(spec_tree(s) for s in spec.spaces)
+    if isinstance(spec, sp.DictSpec):
+        return {k: spec_tree(s) for k, s in spec.items()}
+    return spec
+
+
+def from_spec_tree(tree):
+    if isinstance(tree, tuple):
+        return sp.TupleSpec(tuple(from_spec_tree(s) for s in tree))
+    if isinstance(tree, dict):
+        return sp.DictSpec(tuple(tree), tuple(from_spec_tree(s) for s in tree.values()))
+    return tree
+
+
+def map_leaves(fn, spec, *data):
+    """`fn(leaf_spec, *leaf_data)` over the leaves of a space and its data."""
+    return jax.tree_util.tree_map(fn, spec_tree(spec), *data, is_leaf=is_leaf_spec)

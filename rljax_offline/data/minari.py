@@ -27,6 +27,7 @@ import jax
 import numpy as np
 
 from rljax_offline import spaces as sp
+from rljax_offline.data.validate import actions_outside_bounds
 from rljax_offline.episode.episode import Episode
 from rljax_offline.errors import OfflineDataError
 
@@ -221,8 +222,6 @@ def write_minari(episodes: Iterable[Episode], dataset_id: str, *, env: Any = Non
 def minari_summary(source: str) -> dict:
     """What `rljax-offline inspect` prints for a Minari dataset: counts, return and length
     statistics, spaces and the recorded env."""
-    from rljax_offline.data.validate import actions_outside_bounds
-
     ds = load_minari_dataset(source)
     returns, lengths, done = [], [], 0
     outside: dict = {}

@@ -27,6 +27,8 @@ import pyarrow.fs as pafs
 
 from rljax_offline.data.codec import decode_episode
 from rljax_offline.data.files import as_data_error, display_name, open_parquet, resolve_files
+from rljax_offline.data.minari import iter_minari_episodes
+from rljax_offline.data.tabular import iter_tabular_episodes
 from rljax_offline.data.validate import check_episode
 from rljax_offline.episode.episode import Episode
 from rljax_offline.errors import OfflineDataError
@@ -180,8 +182,6 @@ def iter_episodes(input_: Any, *, input_read_episodes: bool = True,
                                             filesystem_kwargs=input_filesystem_kwargs)
     files = files[process_index::process_count]
     if minari:
-        from rljax_offline.data.minari import iter_minari_episodes
-
         stream = iter_minari_episodes(input_, observation_space=observation_space,
                                       process_index=process_index, process_count=process_count)
     elif input_read_episodes:
@@ -196,8 +196,6 @@ def iter_episodes(input_: Any, *, input_read_episodes: bool = True,
         stream = (ep for eps in _read_files(files, reader, on_bad_file, skipped, max_workers)
                   for ep in eps)
     else:
-        from rljax_offline.data.tabular import iter_tabular_episodes
-
         stream = iter_tabular_episodes(files, input_read_schema=input_read_schema,
                                        on_bad_file=on_bad_file, skipped=skipped,
                                        observation_space=observation_space,

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from rljax_offline.data.tabular import unpack_compressed
 from rljax_offline.data.validate import check_episode
 from rljax_offline.episode.episode import Episode, EpisodeError
 from rljax_offline.errors import OfflineDataError
@@ -32,8 +33,6 @@ _MAX_LINE_BYTES = 1 << 28
 
 
 def _column(batch: dict, col: str, where: dict) -> np.ndarray:
-    from rljax_offline.data.tabular import unpack_compressed
-
     value = batch[col]
     if isinstance(value, str):
         try:

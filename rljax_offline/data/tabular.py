@@ -35,7 +35,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from rljax_offline import spaces as sp
 from rljax_offline.data.files import META_PREFIX, as_data_error, display_name, open_parquet
+from rljax_offline.data.validate import check_episode
 from rljax_offline.episode.episode import Episode, EpisodeError
 from rljax_offline.errors import OfflineDataError, UnsafePayloadError
 
@@ -263,8 +265,6 @@ class _Assembler:
             yield self._build(eid, acc, acc["rows"][-1][1])
 
     def _build(self, eid: str, acc: dict, last: int) -> Episode:
-        from rljax_offline.data.validate import check_episode
-
         rows, name = acc["rows"], acc["file"]
         obs = [c["obs"][r] for c, r in rows]
         last_cols, last_row = rows[-1]
@@ -304,8 +304,6 @@ class _Assembler:
 
 def _stored_spaces(pf: Any, name: str) -> dict:
     """The spaces our writer stored in the file's key-value metadata (none for RLlib's)."""
-    from rljax_offline import spaces as sp
-
     meta = pf.schema_arrow.metadata or {}
     out = {}
     for key in ("observation_space", "action_space"):

@@ -39,6 +39,7 @@ from rljax_offline.data.files import (
     atomic_output,
     clean_stale_temps,
 )
+from rljax_offline.data.tabular import episodes_to_table
 from rljax_offline.episode.episode import Episode
 
 FORMAT_VERSION = "1"
@@ -130,8 +131,6 @@ class EpisodeWriter:
         if self._episodes:
             blob = encode_episode(episode, finalized=not self._rllib_layout)
             return pa.table({"item": pa.array([blob], pa.binary())})
-        from rljax_offline.data.tabular import episodes_to_table
-
         return episodes_to_table([episode], compress_columns=self._compress)
 
     def write(self, episode: Episode) -> None:

@@ -10,12 +10,12 @@ from typing import Any
 
 import gymnasium as gym
 
+from rljax_offline.envs.stateless_cartpole import StatelessCartPole
+
 STATELESS_CARTPOLE_ID = "StatelessCartPole-v1"
 
 
 def _stateless_cartpole(**kwargs) -> gym.Env:
-    from rljax_offline.envs.stateless_cartpole import StatelessCartPole
-
     return StatelessCartPole(gym.make("CartPole-v1", **kwargs))
 
 

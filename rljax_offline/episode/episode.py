@@ -31,6 +31,7 @@ import numpy as np
 
 from rljax_offline import spaces as sp
 from rljax_offline.episode import lookback as lb
+from rljax_offline.episode.rllib_state import episode_from_state, episode_state
 from rljax_offline.errors import EpisodeError
 from rljax_offline.tree_util import FrozenPytree, HostData, leading_dim, stack_items
 
@@ -557,13 +558,9 @@ class Episode(FrozenPytree):
 
     def get_state(self, finalized: bool = True) -> dict:
         """RLlib's `SingleAgentEpisode.get_state()` dict (see `episode.rllib_state`)."""
-        from rljax_offline.episode.rllib_state import episode_state
-
         return episode_state(self, finalized)
 
     @classmethod
     def from_state(cls, state: dict) -> Episode:
         """Builds an episode from RLlib's state dict (see `rljax_offline.episode.rllib_state`)."""
-        from rljax_offline.episode.rllib_state import episode_from_state
-
-        return episode_from_state(state)
+        return episode_from_state(state, cls)

@@ -12,7 +12,7 @@ import jax
 import numpy as np
 
 from rljax_offline import spaces as sp
-from rljax_offline.episode.episode import Episode, EpisodeError
+from rljax_offline.errors import EpisodeError
 
 _STATE_KEYS = ("id_", "observations", "actions", "rewards", "is_terminated", "is_truncated",
                "t_started", "t")
@@ -41,7 +41,7 @@ def _unstack(data: Any, n: int) -> list:
     return [jax.tree_util.tree_map(lambda a, i=i: _py_scalar(a[i]), data) for i in range(n)]
 
 
-def episode_state(episode: Episode, finalized: bool = True) -> dict:
+def episode_state(episode: Any, finalized: bool = True) -> dict:
     """RLlib's `SingleAgentEpisode.get_state()` dict.
 
     `finalized=True` stores each buffer as one array (a nested struct of arrays for
@@ -85,8 +85,9 @@ def episode_state(episode: Episode, finalized: bool = True) -> dict:
 
 
 
-def episode_from_state(state: dict) -> Episode:
-    """Builds an episode from RLlib's state dict (finalized or list buffers)."""
+def episode_from_state(state: dict, episode_cls: type) -> Any:
+    """Builds an `episode_cls` (the `Episode`, which imports this module, so it is passed in)
+    from RLlib's state dict (finalized or list buffers)."""
     if not isinstance(state, dict):
         raise EpisodeError(f"an episode state must be a dict, got {type(state).__name__}")
     missing = [k for k in _STATE_KEYS if k not in state]
@@ -125,7 +126,7 @@ def episode_from_state(state: dict) -> Episode:
     lookback = next(iter(lookbacks.values()))
     if infos is not None and len(infos) == 0:
         infos = None
-    ep = Episode(
+    ep = episode_cls(
         observations=obs, actions=act, rewards=rew, infos=infos, extra_model_outputs=emo,
         terminated=bool(state["is_terminated"]), truncated=bool(state["is_truncated"]),
         id_=state["id_"], agent_id=state.get("agent_id"), module_id=state.get("module_id"),

@@ -41,6 +41,7 @@ import time
 import jax
 import numpy as np
 
+from rljax_offline.acting.env_runner import EnvRunner
 from rljax_offline.acting.recording import PolicyMismatchError, check_policy_spaces
 from rljax_offline.algorithms import pipelines
 from rljax_offline.algorithms.algorithm import MODULE_ID, Algorithm
@@ -148,8 +149,6 @@ class PPO(Algorithm):
 
     def sample(self):
         """One iteration's rollouts: `(episode chunks, [(return, length)] finished)`."""
-        from rljax_offline.acting.env_runner import EnvRunner
-
         c = self.config
         actor = self._explorer()
         if self._sampler is None:

@@ -44,9 +44,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from rljax_offline.algorithms.config import (
-    AlgorithmConfig,
-    ConfigError,
+from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
+from rljax_offline.algorithms.options import (
     boolean,
     dict_or_none,
     non_negative_float,
@@ -59,6 +58,7 @@ from rljax_offline.algorithms.config import (
 )
 from rljax_offline.connectors.common import num_sequences
 from rljax_offline.connectors.core import Connector, stateless
+from rljax_offline.learning import checkpoint as ckpt
 from rljax_offline.learning.optim import make_optimizer
 from rljax_offline.learning.spec import (
     ActingSpec,
@@ -337,8 +337,6 @@ class PPOConfig(AlgorithmConfig):
         from its policy (`PPO.fine_tune_from`). The built algorithm's config names no
         checkpoint: its own checkpoints hold the started-from weights, so restoring one
         does not need (or re-read) the original."""
-        from rljax_offline.learning import checkpoint as ckpt
-
         if self.init_policy_from is None:
             return AlgorithmConfig.build(self)
         saved = ckpt.load_meta(self.init_policy_from).get("config", {})
