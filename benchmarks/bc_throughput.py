@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from rljax_offline.apps.experts import cartpole_expert
+from rljax_offline.acting.experts import cartpole_expert
 from rljax_offline import spaces as sp
 from rljax_offline.algorithms.bc import BCConfig
 from rljax_offline.learning.data_parallel import DataParallel, select_devices

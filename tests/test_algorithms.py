@@ -226,7 +226,7 @@ def test_marwil_trains_value_function_on_cartpole(cartpole_data):
 
 @pytest.mark.slow
 def test_pendulum_bc_within_20_percent_of_expert(tmp_path):
-    from rljax_offline.apps.experts import pendulum_expert
+    from rljax_offline.acting.experts import pendulum_expert
 
     record_expert("Pendulum-v1", str(tmp_path), num_episodes=100, progress=False)
     expert = EnvRunner("Pendulum-v1", pendulum_expert, num_envs=10, seed=123).evaluate(20)

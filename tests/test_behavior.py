@@ -12,7 +12,7 @@ from rljax_offline.acting.behavior import (
     parse_mix,
 )
 from rljax_offline.acting.env_runner import record_expert
-from rljax_offline.apps.experts import cartpole_expert, pendulum_expert
+from rljax_offline.acting.experts import cartpole_expert, pendulum_expert
 from rljax_offline.data import read_episodes
 
 N = 20_000

@@ -14,7 +14,7 @@ minari = pytest.importorskip("minari")
 pytestmark = pytest.mark.filterwarnings("ignore:.*(is set to None|env_spec is None):UserWarning")
 
 from rljax_offline import Episode  # noqa: E402
-from rljax_offline.apps.experts import cartpole_expert  # noqa: E402
+from rljax_offline.acting.experts import cartpole_expert  # noqa: E402
 from rljax_offline.data import OfflineDataError, iter_episodes, read_episodes  # noqa: E402
 from rljax_offline.data.convert import convert_minari  # noqa: E402
 from rljax_offline.data.minari import minari_spaces, write_minari  # noqa: E402

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rljax_offline.acting.env_runner import EnvRunner, record_expert
-from rljax_offline.apps.experts import cartpole_expert
+from rljax_offline.acting.experts import cartpole_expert
 from rljax_offline.connectors import Spaces, default_env_to_module, default_module_to_env
 from rljax_offline.data import read_episodes
 

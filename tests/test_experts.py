@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from rljax_offline.acting.env_runner import EnvRunner
-from rljax_offline.apps.experts import cartpole_expert, expert_for, pendulum_expert
+from rljax_offline.acting.experts import cartpole_expert, expert_for, pendulum_expert
 
 
 def test_cartpole_expert_is_perfect_on_every_seed():

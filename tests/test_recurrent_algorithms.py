@@ -23,9 +23,9 @@ from learner_testlib import DISCRETE, accepts, max_diff, to_float64
 
 from rljax_offline import BCConfig, CQLConfig, IQLConfig, MARWILConfig
 from rljax_offline.acting.env_runner import EnvRunner, record_expert
+from rljax_offline.acting.experts import cartpole_expert
 from rljax_offline.algorithms import registry
 from rljax_offline.algorithms.algorithm import Algorithm
-from rljax_offline.apps.experts import cartpole_expert
 from rljax_offline.data import iter_episodes
 from rljax_offline.data.writer import write_episodes
 from rljax_offline.envs import StatelessCartPole

@@ -30,8 +30,8 @@ import numpy as np
 
 from rljax_offline.acting.actor import ActorPolicy
 from rljax_offline.acting.behavior import Behavior, BehaviorError, BehaviorPolicy, parse_mix
+from rljax_offline.acting.experts import expert_for
 from rljax_offline.acting.protocol import ActorProtocol, as_actor
-from rljax_offline.apps.experts import expert_for
 from rljax_offline.connectors.core import Spaces
 from rljax_offline.data import EpisodeWriter
 from rljax_offline.envs.make import env_factory
@@ -268,7 +268,7 @@ def record_expert(env_id: str, output: str, *, num_episodes: int = 500, seed: in
                   num_envs: int = 8, progress: bool = True, epsilon: float = 0.0,
                   flip_prob: float = 0.0, action_noise: float = 0.0, mix: Any = None,
                   **write_options) -> list[str]:
-    """Records a shipped scripted expert (`rljax_offline.apps.experts`) to Parquet.
+    """Records a shipped scripted expert (`rljax_offline.acting.experts`) to Parquet.
 
     `epsilon` (epsilon-random actions), `flip_prob` (Discrete: the expert's action replaced by
     another) and `action_noise` (Box: Gaussian noise, clipped to the bounds) perturb every
