@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from rljax_offline import spaces as sp
@@ -175,11 +176,13 @@ def _leaves(connector: Connector, state: Any) -> list[tuple[str, Any]]:
     return out
 
 
-def _shares_layout(a: Any, b: Any) -> bool:
+def _same_layout(a: Any, b: Any, *, dtypes: bool = True) -> bool:
+    """Whether two pytrees have one structure and leaf shapes (and, with `dtypes`, dtypes)."""
     leaves_a, tree_a = jax.tree_util.tree_flatten(a)
     leaves_b, tree_b = jax.tree_util.tree_flatten(b)
-    return bool(leaves_a) and tree_a == tree_b and all(
-        np.shape(x) == np.shape(y) for x, y in zip(leaves_a, leaves_b))
+    return tree_a == tree_b and all(
+        np.shape(x) == np.shape(y) and (not dtypes or x.dtype == y.dtype)
+        for x, y in zip(leaves_a, leaves_b))
 
 
 def share_states(target: Connector, target_state: Any, source: Connector,
@@ -196,7 +199,9 @@ def share_states(target: Connector, target_state: Any, source: Connector,
         if piece.pieces:
             return tuple(rebuild(p, ps) for p, ps in zip(piece.pieces, s))
         other = learned.get(next(names))
-        return other if other is not None and _shares_layout(s, other) else s
+        shared = (other is not None and jax.tree_util.tree_leaves(s)
+                  and _same_layout(s, other, dtypes=False))
+        return other if shared else s
 
     return rebuild(target, target_state)
 
@@ -237,8 +242,6 @@ def apply_writing_back(connector: Connector, state, episodes, batch, ctx=None):
     out_eps, out_batch, new_state = run(connector, state, episodes, batch, ctx)
     observations = before
     if written[0] is not None and _same_layout(written[0], before):
-        import jax.numpy as jnp
-
         latest = (episodes.len_lookback_buffer + episodes.lengths)[:, None] == \
             jnp.arange(jax.tree_util.tree_leaves(before)[0].shape[1])[None, :]
 
@@ -249,9 +252,3 @@ def apply_writing_back(connector: Connector, state, episodes, batch, ctx=None):
         observations = jax.tree_util.tree_map(put, before, written[0])
     return out_eps, out_batch, new_state, observations
 
-
-def _same_layout(a, b) -> bool:
-    sa, sb = jax.tree_util.tree_structure(a), jax.tree_util.tree_structure(b)
-    return sa == sb and all(
-        x.shape == y.shape and x.dtype == y.dtype
-        for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))
