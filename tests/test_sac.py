@@ -141,13 +141,18 @@ def _rows(ids, width=2):
     return {"id": ids, "obs": np.repeat(ids[:, None], width, 1).astype(np.float32) + 0.5}
 
 
+# A few capacities, their buffers (and jitted functions) made once: one compile each.
+_BUFFERS = {c: make_replay_buffer(capacity=c, batch_size=64) for c in (1, 3, 8)}
+_JITTED = {c: (jax.jit(b.add), jax.jit(b.sample)) for c, b in _BUFFERS.items()}
+
+
 @pytest.mark.parametrize("jit", [False, True])
 @settings(max_examples=25, deadline=None)
-@given(capacity=st.integers(1, 9), adds=st.lists(st.integers(0, 12), min_size=1, max_size=6))
+@given(capacity=st.sampled_from(sorted(_BUFFERS)),
+       adds=st.lists(st.integers(0, 12), min_size=1, max_size=6))
 def test_buffer_wraps_around_and_samples_only_filled_rows(jit, capacity, adds):
-    buffer = make_replay_buffer(capacity=capacity, batch_size=64)
-    add = jax.jit(buffer.add) if jit else buffer.add
-    sample = jax.jit(buffer.sample) if jit else buffer.sample
+    buffer = _BUFFERS[capacity]
+    add, sample = _JITTED[capacity] if jit else (buffer.add, buffer.sample)
     width = 12  # one padded shape for every add; `count` says how many rows are real
     state = buffer.init(_rows(np.zeros(width)))
     model = collections.deque(maxlen=capacity)  # what the ring must hold
@@ -250,14 +255,16 @@ def test_online_loop_writes_episodes_checkpoints_and_acts(tmp_path):
 
 @pytest.fixture(scope="module")
 def offline_checkpoints(tmp_path_factory):
-    """Untrained (built and saved) CQL, IQL and TD3+BC checkpoints on Pendulum."""
+    """Untrained (built and saved) CQL, IQL and TD3+BC checkpoints on Pendulum, with another
+    seed (and CQL another temperature) than SAC's, so a start from them shows."""
     root = tmp_path_factory.mktemp("offline")
     paths = {}
-    for name, config in (("cql", CQLConfig()), ("iql", IQLConfig()),
+    for name, config in (("cql", CQLConfig().training(initial_alpha=0.5)), ("iql", IQLConfig()),
                          ("iql_plain", IQLConfig().training(actor_squashed=False)),
                          ("td3_bc", TD3BCConfig().training(normalize_observations=False)),
                          ("cql_single_q", CQLConfig().training(twin_q=False))):
-        algo = config.environment("Pendulum-v1").rl_module(model_config=SMALL).build()
+        algo = (config.environment("Pendulum-v1").rl_module(model_config=SMALL)
+                .debugging(seed=7).build())
         paths[name] = algo.save(str(root / name))
         algo.stop()
     return paths
@@ -270,8 +277,12 @@ def test_sac_starts_from_a_cql_checkpoint(offline_checkpoints):
     cql.stop()
     sac = _pendulum().training(init_from=path).build()
     got = jax.device_get(sac.state.params)
+    own = _pendulum().build()
+    fresh = jax.device_get(own.state.params)
+    own.stop()
     for net in ("policy", "q", "target_q", "log_alpha"):
         assert max_diff(want[net], got[net]) == 0, net
+        assert max_diff(fresh[net], got[net]) > 0, net  # not SAC's own init
     assert sac.started_from == path and sac.config.init_from is None
     assert sac.train()["started_from"] == path
     sac.stop()

@@ -9,7 +9,8 @@ the data does not hold and up on the data's. With `lagrangian=True` the weight i
 multiplier `alpha_prime` that holds the gap at `lagrangian_thresh`. For the first `bc_iters`
 updates the actor does behavior cloning (`alpha * logp(pi) - logp(data action)`), then SAC's
 `alpha * logp(pi) - min Q(s, pi(s))`. `deterministic_backup=True` leaves the entropy term out
-of the TD target (RLlib's default).
+of the TD target (RLlib's default). The TD target, actor and temperature losses are SAC's
+(`learning.losses`, shared with `algorithms.sac`).
 
 Box actions outside the space's bounds (RLlib records a Gaussian policy's unclipped samples)
 are clipped just inside the bounds by the learner pipeline (`clip_actions_inside_bounds`): the
@@ -62,8 +63,11 @@ from rljax_offline.learning.losses import (
     huber,
     not_terminal,
     per_example_uniform,
+    soft_actor_loss,
+    soft_td_target,
     take_action,
     target_entropy,
+    temperature_loss,
 )
 from rljax_offline.learning.optim import make_optimizer
 from rljax_offline.learning.spec import (
@@ -242,10 +246,9 @@ def _continuous_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
         next_a, next_logp = sample_per_example(dist, next_inputs, keys[:, 0])
         _, target_next = q.steps(params["target_q"], batch, with_next=True)
         next_q = jnp.min(q.head(params["target_q"], target_next, next_a), axis=0)
-        if not deterministic:
-            next_q = next_q - alpha * next_logp
-        y = jax.lax.stop_gradient(step_rows(batch, "rewards")
-                                  + gamma * not_terminal(batch) * next_q)
+        if deterministic:  # the entropy term left out of SAC's soft target
+            next_logp = jnp.zeros_like(next_logp)
+        y = soft_td_target(batch, next_q, next_logp, alpha, gamma)
         feats, _ = q.steps(params["q"], batch)
         q_data = q.head(params["q"], feats, step_rows(batch, "actions"))  # [k, N]
         td = jnp.sum((q_data - y) ** 2, axis=0)
@@ -270,7 +273,7 @@ def _continuous_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
         a, logp = sample_per_example(dist, inputs, rng.reshape(-1, 2))
         alpha = jax.lax.stop_gradient(jnp.exp(params["log_alpha"]))
         q_pi = jnp.min(q.head(params["q"], q.steps(params["q"], batch)[0], a), axis=0)
-        sac = alpha * logp - q_pi
+        sac = soft_actor_loss(alpha, logp, q_pi)
         bc = alpha * logp - dist.logp(inputs, step_rows(batch, "actions"))
         loss = batch["bc_phase"] * bc + (1.0 - batch["bc_phase"]) * sac
         return loss, {"policy_loss": loss, "logp": logp, "bc_phase": batch["bc_phase"]}
@@ -278,7 +281,7 @@ def _continuous_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
     def alpha_loss(params, batch, rng, axis):
         inputs, _ = policy.steps(params["policy"], batch)
         _, logp = sample_per_example(dist, inputs, rng.reshape(-1, 2))
-        loss = -params["log_alpha"] * jax.lax.stop_gradient(logp + entropy_target)
+        loss = temperature_loss(params["log_alpha"], logp, entropy_target)
         return loss, {"alpha_loss": loss, "alpha_value": jnp.exp(params["log_alpha"])}
 
     critic_nets = ("q", "log_alpha_prime") if cfg.lagrangian else ("q",)
