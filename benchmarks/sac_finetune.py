@@ -3,9 +3,10 @@
 checkpoint (`training(init_from=...)`: actor, twin Q networks, targets, temperature) and,
 beside it in the same command, SAC starts from scratch, both with the same settings and seeds.
 
-Each SAC run samples `--steps` env steps (100 a `train()`, one update per env step, learning
-after 1000 steps), evaluating the greedy policy on `--eval-episodes` episodes before the first
-step and every `--eval-every` steps. Printed per run: the env steps at the first evaluation
+Each SAC run (RLlib's defaults but `actor_lr=3e-4`, the critic's, and learning after 1000
+steps) samples `--steps` env steps (100 a `train()`, one update per env step), evaluating the
+greedy policy on `--eval-episodes` episodes before the first step and every `--eval-every`
+steps. Printed per run: the env steps at the first evaluation
 >= `--target` (None: not within the budget) and the final level (the mean of the last three
 evaluations; Pendulum's scripted expert scores about -150 to -200); then, per seed and as a
 median, the ratio fine-tuned / scratch of the steps to the target (below 1: fine-tuning gets
@@ -53,7 +54,8 @@ def train_cql(data: str, iterations: int, out: str) -> dict:
 
 def run_sac(seed: int, init_from: str | None, args) -> dict:
     config = (SACConfig().environment("Pendulum-v1")
-              .training(num_steps_sampled_before_learning_starts=1000, init_from=init_from)
+              .training(num_steps_sampled_before_learning_starts=1000, actor_lr=3e-4,
+                        init_from=init_from)
               .evaluation(evaluation_duration=args.eval_episodes,
                           evaluation_num_envs=min(10, args.eval_episodes))
               .learners(num_devices=1).debugging(seed=seed))

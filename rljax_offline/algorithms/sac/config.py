@@ -119,7 +119,8 @@ class SACConfig(AlgorithmConfig):
                               "unused (RLlib sets it None): SAC has actor_lr, critic_lr, alpha_lr")
     train_batch_size_per_learner: int = option(256, "training", positive_int,
                                                "rows of one update, over all devices")
-    actor_lr: float = option(3e-4, "training", positive_float, "learning rate of the actor")
+    actor_lr: float = option(3e-5, "training", positive_float,
+                             "learning rate of the actor (RLlib's: a tenth of critic_lr)")
     critic_lr: float = option(3e-4, "training", positive_float,
                               "learning rate of the Q networks")
     alpha_lr: float = option(3e-4, "training", positive_float,
