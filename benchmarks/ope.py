@@ -1,0 +1,193 @@
+"""Benchmark of off-policy evaluation (`rljax_offline.ope`): do the estimators rank policies
+of different quality as their true returns do, and how far off are they?
+
+For CartPole and Pendulum: mixed-quality data recorded with the behaviour's `action_logp`
+(`apps.recipes`, the behaviour mixes of `acting.behavior`), one set to train on and one,
+recorded with another seed, to evaluate on. Checkpoints of clearly different quality: BC, MARWIL
+and CQL (and IQL) at several points of training. For each: the true discounted return of its
+stochastic policy (the policy OPE evaluates, `explore=True`) from env episodes, and every
+estimator's `v_target` with its 95% bootstrap interval. Printed: one table per env, then
+per estimator the Spearman rank correlation with the truth, the mean relative error and how
+many intervals cover the true value; and FQE's updates/s against the learner core's updates/s
+of a plain algorithm (BC, same network width and batch) in this process, as a ratio.
+
+    python benchmarks/ope.py [--fqe-updates 4000] [--truth-episodes 20] [--only cartpole]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import tempfile
+import time
+
+import numpy as np
+
+from rljax_offline import BCConfig, CQLConfig, IQLConfig, MARWILConfig
+from rljax_offline.acting.env_runner import EnvRunner
+from rljax_offline.apps.recipes import record_mixed
+from rljax_offline.data import read_episodes
+from rljax_offline.ope import estimate
+
+CACHE = os.path.join(tempfile.gettempdir(), "rljax_offline_bench", "ope")
+METHODS = ("is", "wis", "pdis", "wpdis", "fqe", "dr")
+HIDDEN = {"fcnet_hiddens": [64, 64]}
+
+ENVS = {
+    "cartpole": dict(recipe="cartpole-mixed-small", env="CartPole-v1", train=300, eval=150,
+                     gamma=0.99),
+    "pendulum": dict(recipe="pendulum-mixed-small", env="Pendulum-v1", train=60, eval=40,
+                     gamma=0.95),
+}
+
+
+def data(name: str, spec: dict) -> tuple[str, str]:
+    paths = []
+    for part, n, seed in (("train", spec["train"], 0), ("eval", spec["eval"], 1)):
+        path = os.path.join(CACHE, f"{name}_{part}_{n}")
+        if not os.path.isdir(path):
+            record_mixed(spec["recipe"], path, num_episodes=n, seed=seed)
+        paths.append(path)
+    return paths[0], paths[1]
+
+
+def schedules(env: str):
+    """(label, config, [updates at which a checkpoint is taken])."""
+    common = dict(train_batch_size_per_learner=256)
+    if env == "cartpole":
+        return [
+            ("bc", BCConfig().training(lr=1e-3, **common), [10, 2000]),
+            ("marwil", MARWILConfig().training(lr=1e-3, beta=1.0, **common), [2000]),
+            ("cql", CQLConfig().training(min_q_weight=1.0, target_network_update_freq=200,
+                                         **common), [300, 3000]),
+            ("iql", IQLConfig().training(**common), [2000]),
+        ]
+    return [
+        ("bc", BCConfig().training(lr=1e-3, **common), [10, 2000]),
+        ("marwil", MARWILConfig().training(lr=1e-3, beta=1.0, **common), [2000]),
+        ("cql", CQLConfig().training(bc_iters=200, **common), [300, 3000]),
+    ]
+
+
+def true_value(algo, env: str, gamma: float, episodes: int, seed: int) -> tuple[float, float]:
+    """Mean discounted return of the stochastic policy over env episodes, and its std error."""
+    runner = EnvRunner(env, algo.actor(explore=True), num_envs=min(10, episodes), seed=seed)
+    try:
+        eps = runner.sample(num_episodes=episodes)
+    finally:
+        runner.close()
+    values = [float(np.sum(np.asarray(ep.get_rewards()) * gamma ** np.arange(len(ep))))
+              for ep in eps]
+    return float(np.mean(values)), float(np.std(values) / np.sqrt(len(values)))
+
+
+def spearman(x, y) -> float:
+    """Spearman's rank correlation (average ranks for ties)."""
+    def ranks(v):
+        v = np.asarray(v, float)
+        order = np.argsort(v, kind="stable")
+        r = np.empty(len(v))
+        r[order] = np.arange(len(v), dtype=float)
+        for val in np.unique(v):
+            r[v == val] = r[v == val].mean()
+        return r
+    a, b = ranks(x), ranks(y)
+    if a.std() == 0 or b.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def learner_core_rate(train_path: str, updates: int) -> float:
+    """Updates/s of BC (Q-sized network: [128, 128], batch 256) after its compile."""
+    algo = (BCConfig().environment("CartPole-v1").offline_data(input_=train_path)
+            .training(lr=1e-3, train_batch_size_per_learner=256,
+                      num_updates_per_iteration=updates)
+            .rl_module(model_config={"fcnet_hiddens": [128, 128]})
+            .evaluation(evaluation_interval=0)).build()
+    algo.train()
+    t0 = time.perf_counter()
+    algo.train()
+    rate = updates / (time.perf_counter() - t0)
+    algo.stop()
+    return rate
+
+
+def run_env(name: str, args) -> tuple[list, list]:
+    spec = ENVS[name]
+    train_path, eval_path = data(name, spec)
+    eval_eps = read_episodes(eval_path)
+    rows, fqe_rates = [], []
+    for label, config, points in schedules(name):
+        step = math.gcd(*points)
+        built = (config.environment(spec["env"]).offline_data(input_=train_path)
+                 .training(num_updates_per_iteration=step)
+                 .rl_module(model_config=HIDDEN).evaluation(evaluation_interval=0)
+                 .debugging(seed=0)).build()
+        done = 0
+        for point in points:
+            while done < point:
+                built.train()
+                done += step
+            t0 = time.perf_counter()
+            truth, se = true_value(built, spec["env"], spec["gamma"], args.truth_episodes,
+                                   seed=1000)
+            est = estimate(built, eval_eps, methods=list(METHODS), gamma=spec["gamma"],
+                           fqe={"num_updates": args.fqe_updates, "target_update_period": 100,
+                                "model_config": {"fcnet_hiddens": [128, 128]}})
+            fqe_rates.append(est["fqe"]["fqe_updates_per_s"])
+            rows.append((f"{label}@{point}", truth, se, est))
+            print(f"  {name} {label}@{point}: true {truth:.2f} +- {se:.2f}  "
+                  + "  ".join(f"{m} {est[m]['v_target']:.2f}" for m in METHODS)
+                  + f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
+        built.stop()
+    return rows, fqe_rates
+
+
+def report(name: str, rows: list) -> None:
+    print(f"\n{name}: v_target [95% interval], relative error |est - true| / |true|")
+    head = f"{'checkpoint':>12} {'true':>14}" + "".join(f" {m:>24}" for m in METHODS)
+    print(head)
+    for label, truth, se, est in rows:
+        cells = "".join(
+            f" {est[m]['v_target']:8.2f} [{est[m]['v_target_ci'][0]:6.1f},"
+            f"{est[m]['v_target_ci'][1]:6.1f}]" for m in METHODS)
+        print(f"{label:>12} {truth:8.2f}+-{se:4.2f}{cells}")
+    ess = [est["is"]["ess"] for *_, est in rows]
+    print(f"{'ESS':>12} {'':>14}" + " trajectory weights per checkpoint: "
+          + ", ".join(f"{e:.1f}" for e in ess) + f" of {rows[0][3]['is']['num_episodes']}")
+    truths = [t for _, t, _, _ in rows]
+    print(f"{'estimator':>12} {'spearman':>9} {'mean rel err':>13} {'covered':>8}")
+    for m in METHODS:
+        vals = [est[m]["v_target"] for *_, est in rows]
+        rel = [abs(v - t) / max(abs(t), 1e-8) for v, t in zip(vals, truths)]
+        cover = sum(est[m]["v_target_ci"][0] - 2 * se <= t <= est[m]["v_target_ci"][1] + 2 * se
+                    for (_, t, se, est) in rows)
+        print(f"{m:>12} {spearman(vals, truths):9.2f} {np.nanmean(rel):13.2f} "
+              f"{cover:>4}/{len(rows)}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--fqe-updates", type=int, default=4000)
+    ap.add_argument("--truth-episodes", type=int, default=20)
+    ap.add_argument("--only", default="cartpole,pendulum")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    rates = []
+    results = {}
+    for name in args.only.split(","):
+        results[name], r = run_env(name, args)
+        rates += r
+    for name, rows in results.items():
+        report(name, rows)
+    core = learner_core_rate(data("cartpole", ENVS["cartpole"])[0], 2000)
+    fqe = float(np.nanmedian(rates))
+    print(f"\nFQE: {fqe:.0f} updates/s (median over fits, [128, 128], batch 256); learner core "
+          f"(BC, [128, 128], batch 256, same process): {core:.0f} updates/s; ratio "
+          f"{fqe / core:.2f}x")
+    print(f"total {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
