@@ -7,13 +7,13 @@ import math
 import numpy as np
 import pytest
 
+from rljax_offline.ope.data import pad
 from rljax_offline.ope.estimators import (
     EpisodeArrays,
     contributions,
     effective_sample_size,
     summarize,
 )
-from rljax_offline.ope.data import pad
 
 
 def arrays(rewards, logp_b, logp_t, q=None, v=None):
