@@ -4,7 +4,10 @@
 * `logp(obs, actions) -> [N]`: log-probability (Discrete) or log-density in the env's action
   units (Box) of the recorded actions: the numerator of the importance weights;
 * `probs(obs) -> [N, n]` (Discrete): every action's probability, for FQE's exact expectation;
-* `samples(obs, m, seed) -> [N, m, ...]` (Box): m actions drawn from it, for FQE's expectation.
+* `samples(obs, m, seed) -> [N, m, ...]` (Box): m actions drawn from it, for FQE's expectation,
+  clipped to the space's bounds as the env clips what it executes (an unsquashed Gaussian's
+  draws outside the bounds would ask the Q network about actions no data holds: FQE
+  diverges on them).
 
 `deterministic` targets (greedy acting, TD3+BC's actor) have indicator probabilities (1 on
 the greedy action, `logp` 0 there and -inf elsewhere) for Discrete actions; a deterministic Box
@@ -116,9 +119,16 @@ def from_acting(act: Callable, dist, params: Any, act_spec, explore: bool = True
         outs = [np.asarray(draw(jax.tree_util.tree_map(lambda x, i=i: x[i:i + _CHUNK], obs),
                                 jax.random.fold_in(key, i)))
                 for i in range(0, max(n, 1), _CHUNK)]
-        return np.concatenate(outs)
+        return clip_to(act_spec, np.concatenate(outs))
 
     return TargetPolicy(act_spec, deterministic, logp_box, samples=samples)
+
+
+def clip_to(act_spec, actions: np.ndarray) -> np.ndarray:
+    """Box actions `[N, m, ...]` clipped to the space's bounds."""
+    low = np.broadcast_to(np.asarray(act_spec.low, np.float32), tuple(act_spec.shape))
+    high = np.broadcast_to(np.asarray(act_spec.high, np.float32), tuple(act_spec.shape))
+    return np.clip(actions, low, high).astype(np.float32)
 
 
 def _point_mass_logp(greedy: np.ndarray, actions: np.ndarray) -> np.ndarray:
@@ -163,6 +173,6 @@ def from_function(fn: Callable, act_spec) -> TargetPolicy:
         mean, std = moments(obs)
         rng = np.random.default_rng(seed)
         noise = rng.standard_normal((len(mean), m, *shape))
-        return (mean[:, None] + std[:, None] * noise).astype(np.float32)
+        return clip_to(act_spec, (mean[:, None] + std[:, None] * noise).astype(np.float32))
 
     return TargetPolicy(act_spec, False, logp_box, samples=samples)
