@@ -4,15 +4,20 @@ of different quality as their true returns do, and how far off are they?
 For CartPole and Pendulum: mixed-quality data recorded with the behaviour's `action_logp`
 (`apps.recipes`, the behaviour mixes of `acting.behavior`), one set to train on and one,
 recorded with another seed, to evaluate on. Checkpoints of clearly different quality: BC, MARWIL
-and CQL (and IQL) at several points of training. For each: the true discounted return of its
-stochastic policy (the policy OPE evaluates, `explore=True`) from env episodes, and every
-estimator's `v_target` with its 95% bootstrap interval. Printed: one table per env, then
-per estimator the Spearman rank correlation with the truth, the mean relative error and how
-many intervals cover the true value (within two standard errors of the env estimate); and
-FQE's updates/s against the learner core's updates/s of a plain algorithm with the same kind
-of loss (discrete CQL, one Q network, same width and batch) in this process, as a ratio.
+and CQL (and IQL) at several points of training; on Pendulum, whose offline-trained
+checkpoints at these budgets all but one score like the random policy, also two policy
+functions (the function API) of known better quality: the scripted expert with Gaussian torque
+noise of std 0.3 and 1.0. FQE: 8000 updates, target copied every 100 (80 backups, more than
+the 1 / (1 - gamma) = 50 of Pendulum's gamma 0.98; CartPole's 0.99 would want 100). For each:
+the true discounted return of its stochastic policy (the policy OPE evaluates, `explore=True`)
+from env episodes, and every estimator's `v_target` with its 95% bootstrap interval. Printed:
+one table per env, then per estimator the Spearman rank correlation with the truth, the mean
+relative error and how many intervals cover the true value (within two standard errors of the
+env estimate); and FQE's updates/s against the learner core's updates/s of a plain algorithm
+with the same kind of loss (discrete CQL, one Q network, same width and batch) in this process,
+as a ratio.
 
-    python benchmarks/ope.py [--fqe-updates 8000] [--fqe-period 50] [--truth-episodes 20]
+    python benchmarks/ope.py [--fqe-updates 8000] [--fqe-period 100] [--truth-episodes 20]
                              [--only cartpole]
 """
 
@@ -24,10 +29,12 @@ import os
 import tempfile
 import time
 
+import gymnasium as gym
 import numpy as np
 
 from rljax_offline import BCConfig, CQLConfig, IQLConfig, MARWILConfig
 from rljax_offline.acting.env_runner import EnvRunner
+from rljax_offline.acting.experts import pendulum_expert
 from rljax_offline.apps.recipes import record_mixed
 from rljax_offline.data import read_episodes
 from rljax_offline.ope import estimate
@@ -73,9 +80,33 @@ def schedules(env: str):
     ]
 
 
+def noisy_experts(env: str) -> list:
+    """Policy functions of known, clearly different quality (the function API's protocol):
+    the scripted Pendulum expert with Gaussian noise of std 0.3 and 1.0 on its torque:
+    (label, acting callable for the truth, OPE function obs -> (mean, std))."""
+    if env != "pendulum":
+        return []
+    out = []
+    for std in (0.3, 1.0):
+        rng = np.random.default_rng(7)
+
+        def act(obs, std=std, rng=rng):
+            a = pendulum_expert(obs) + std * rng.standard_normal((len(obs), 1))
+            return np.clip(a, -2.0, 2.0).astype(np.float32)
+
+        def dist(obs, std=std):
+            mean = pendulum_expert(np.asarray(obs))
+            return mean, np.full_like(mean, std)
+
+        out.append((f"expert+N{std:g}", act, dist))
+    return out
+
+
 def true_value(algo, env: str, gamma: float, episodes: int, seed: int) -> tuple[float, float]:
-    """Mean discounted return of the stochastic policy over env episodes, and its std error."""
-    runner = EnvRunner(env, algo.actor(explore=True), num_envs=min(10, episodes), seed=seed)
+    """Mean discounted return of the stochastic policy over env episodes, and its std error.
+    `algo`: an algorithm (its action distribution) or a callable `obs -> actions`."""
+    policy = algo if callable(algo) else algo.actor(explore=True)
+    runner = EnvRunner(env, policy, num_envs=min(10, episodes), seed=seed)
     try:
         eps = runner.sample(num_episodes=episodes)
     finally:
@@ -155,6 +186,19 @@ def run_env(name: str, args) -> tuple[list, list]:
                   + "  ".join(f"{m} {est[m]['v_target']:.2f}" for m in METHODS)
                   + f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
         built.stop()
+    for label, act, dist in noisy_experts(name):
+        truth, se = true_value(act, spec["env"], spec["gamma"], args.truth_episodes, seed=1000)
+        env = gym.make(spec["env"])
+        est = estimate(dist, eval_eps, methods=list(METHODS), gamma=spec["gamma"],
+                       action_space=env.action_space, observation_space=env.observation_space,
+                       fqe={"num_updates": args.fqe_updates,
+                            "target_update_period": args.fqe_period,
+                            "model_config": {"fcnet_hiddens": [128, 128]}})
+        env.close()
+        fqe_rates.append(est["fqe"]["fqe_updates_per_s"])
+        rows.append((label, truth, se, est))
+        print(f"  {name} {label}: true {truth:.2f} +- {se:.2f}  "
+              + "  ".join(f"{m} {est[m]['v_target']:.2f}" for m in METHODS), flush=True)
     return rows, fqe_rates
 
 
@@ -184,7 +228,7 @@ def report(name: str, rows: list) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--fqe-updates", type=int, default=8000)
-    ap.add_argument("--fqe-period", type=int, default=50,
+    ap.add_argument("--fqe-period", type=int, default=100,
                     help="FQE's updates between target copies")
     ap.add_argument("--truth-episodes", type=int, default=20)
     ap.add_argument("--only", default="cartpole,pendulum")
