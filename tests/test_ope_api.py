@@ -56,6 +56,10 @@ def test_config_path_holds_out_episodes_and_reports_every_estimator(data, bc_con
         assert np.isfinite(e["v_target"]) and e["v_target_ci"][0] <= e["v_target_ci"][1]
     assert estimates["fqe"]["ess"] is None and estimates["is"]["ess"] > 0
     algo.stop()
+    # RLlib's classes as types: kept by name, so the config saves and restores
+    cfg = bc_config.evaluation(off_policy_estimation_methods={"dr": {"type": ope.DoublyRobust}})
+    assert type(cfg).from_dict(cfg.to_dict()).off_policy_estimation_methods == {
+        "dr": {"type": "DoublyRobust"}}
     with pytest.raises(ConfigError, match="unknown key"):
         bc_config.evaluation(off_policy_estimation_methods={"x": {"type": "is", "lr": 1}})
 

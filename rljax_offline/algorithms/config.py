@@ -53,7 +53,7 @@ from rljax_offline.algorithms.options import (
 )
 from rljax_offline.errors import ConfigError
 from rljax_offline.models.policy import check_model_config
-from rljax_offline.ope.methods import parse_methods
+from rljax_offline.ope.methods import as_data, parse_methods
 from rljax_offline.runtime.setup import setup
 
 
@@ -287,6 +287,9 @@ class AlgorithmConfig:
         in the env; with `off_policy_estimation_methods`, also off-policy estimates of the
         policy on the `ope_split` share of the offline data's episodes, held out of
         training (`result["evaluation"]["off_policy_estimator"][name]`, `rljax_offline.ope`)."""
+        if "off_policy_estimation_methods" in kwargs:
+            kwargs = {**kwargs, "off_policy_estimation_methods": as_data(
+                kwargs["off_policy_estimation_methods"])}
         return self._update("evaluation", kwargs)
 
     def learners(self, **kwargs) -> AlgorithmConfig:

@@ -100,6 +100,17 @@ def _type_of(name: str, entry: dict) -> tuple[str, dict]:
                       f"{list(TYPES)} or {sorted(_CLASSES)}, got {t!r}")
 
 
+def as_data(methods: dict | None) -> dict | None:
+    """The methods with class types as their names (RLlib's names mean the same as strings),
+    so a config holding them saves to JSON and restores from a checkpoint."""
+    if not isinstance(methods, dict):
+        return methods
+    return {name: ({**entry, "type": entry["type"].__name__}
+                   if isinstance(entry, dict) and isinstance(entry.get("type"), type)
+                   else entry)
+            for name, entry in methods.items()}
+
+
 def parse_methods(methods: dict | list | tuple | None) -> dict[str, Method]:
     """`{name: Method}` from RLlib's dict (or a list of type names, each its own name)."""
     if methods is None:
