@@ -148,15 +148,19 @@ def summarize(name: str, ep: EpisodeArrays, gamma: float, *, weighted_dr: bool =
     `v_target / max(v_behavior, 1e-8)` and `v_delta`: `v_target - v_behavior` (RLlib's
     definitions: `v_gain` means nothing for negative returns, read `v_delta` there);
     `v_target_ci`: the percentile bootstrap interval over episodes resampled with
-    replacement (`num_bootstrap` draws); `ess`: `effective_sample_size` (None for `dm`,
-    which uses no weights)."""
+    replacement (`num_bootstrap` draws; the Q model of `dm` and `dr` is fitted once, so
+    their interval covers the sampling of episodes, not the model's error); `ess`:
+    `effective_sample_size` (None for `dm`, which uses no weights)."""
     E = ep.num_episodes
     ones = np.ones((1, E))
-    per_target = E * contributions(name, ep, gamma, ones, weighted_dr)[0]
-    per_behavior = E * contributions("behavior", ep, gamma, ones)[0]
+    # Weights that all underflow (a target far from every recorded action) give 0 / 0: nan,
+    # reported as such; such bootstrap draws are left out of the interval.
+    with np.errstate(all="ignore"):
+        per_target = E * contributions(name, ep, gamma, ones, weighted_dr)[0]
+        per_behavior = E * contributions("behavior", ep, gamma, ones)[0]
+        counts = bootstrap_counts(E, num_bootstrap, seed)
+        draws = contributions(name, ep, gamma, counts, weighted_dr).sum(axis=1)
     v_behavior, v_target = float(np.mean(per_behavior)), float(np.mean(per_target))
-    counts = bootstrap_counts(E, num_bootstrap, seed)
-    draws = contributions(name, ep, gamma, counts, weighted_dr).sum(axis=1)
     alpha = (1.0 - confidence) / 2.0
     finite = draws[np.isfinite(draws)]
     lo, hi = ((float(np.quantile(finite, alpha)), float(np.quantile(finite, 1.0 - alpha)))
