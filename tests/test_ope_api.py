@@ -15,6 +15,7 @@ from rljax_offline.errors import (
     ConfigError,
     EmptyEvaluationSplitError,
     MissingActionLogpError,
+    OPEError,
 )
 
 KEYS = {"v_behavior", "v_behavior_std", "v_target", "v_target_std", "v_gain", "v_delta",
@@ -83,7 +84,15 @@ def one_line(e) -> str:
     return text
 
 
-def test_named_one_line_errors(data, bc_config):
+@pytest.fixture(scope="module")
+def pendulum_data(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ope") / "pendulum"
+    record_expert("Pendulum-v1", str(path), num_episodes=2, mix="expert:0.5,random:0.5",
+                  seed=0, progress=False)
+    return str(path)
+
+
+def test_named_one_line_errors(data, bc_config, pendulum_data):
     eps = read_episodes(data)
     bare = [ep.replace(extra_model_outputs={}) for ep in eps]
     uniform = lambda obs: np.full((len(obs), 2), 0.5)  # noqa: E731
@@ -100,6 +109,16 @@ def test_named_one_line_errors(data, bc_config):
         ope.estimate(box, eps, methods=["wis"],
                      action_space=gym.spaces.Box(-1.0, 1.0, (1,), np.float32))
     assert "Box" in one_line(e) and "Discrete" in one_line(e)
+    # a deterministic Box target has no density: the weighted estimators are a named error
+    pendulum = read_episodes(pendulum_data)
+    point = lambda obs: (np.zeros((len(obs), 1)), np.zeros((len(obs), 1)))  # noqa: E731
+    box = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
+    with pytest.raises(OPEError, match="deterministic Box target") as e:
+        ope.estimate(point, pendulum, methods=["wis", "dr"], action_space=box)
+    one_line(e)
+    out = ope.estimate(point, pendulum, methods=["fqe"], action_space=box, num_bootstrap=5,
+                       fqe={"num_updates": 5, "model_config": {"fcnet_hiddens": [8]}})
+    assert np.isfinite(out["fqe"]["v_target"])
     with pytest.raises(EmptyEvaluationSplitError) as e:
         ope.split(eps[:3], 0.01, seed=0)
     assert "ope_split=0.01" in one_line(e)

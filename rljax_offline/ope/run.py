@@ -46,9 +46,13 @@ def check_inputs(methods: dict[str, Method], columns: dict, target: TargetPolicy
             "the data lacks: record it (EnvRunner with a stochastic policy, the behaviour "
             "mixes of acting.behavior) or use only 'fqe' (no importance weights)")
     if weighted and target.deterministic and not target.discrete:
-        raise OPEError(f"estimators {weighted} need the target's density of the recorded "
-                       "Box actions, and a deterministic Box target has none: evaluate it "
-                       "with 'fqe', or its stochastic policy (explore=True)")
+        raise deterministic_box_error(weighted)
+
+
+def deterministic_box_error(weighted: list[str]) -> OPEError:
+    return OPEError(f"estimators {weighted} need the target's density of the recorded Box "
+                    "actions, and a deterministic Box target has none: evaluate it with "
+                    "'fqe', or its stochastic policy (explore=True)")
 
 
 def _fqe(columns: dict, target: TargetPolicy, obs_spec, gamma: float, method: Method
@@ -93,6 +97,8 @@ def run(methods: dict[str, Method], columns: dict, lengths: list[int], target: T
     needs_weights = any(m.needs_weights for m in methods.values())
     target_logp = (target.logp(columns["obs"], np.asarray(columns["actions"]))
                    if needs_weights else zeros)
+    if not target.discrete and np.isposinf(target_logp).any():  # a point-mass function
+        raise deterministic_box_error(sorted(n for n, m in methods.items() if m.needs_weights))
     fits: dict = {}
     results = {}
     for name, m in methods.items():
