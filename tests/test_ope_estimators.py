@@ -89,6 +89,13 @@ def test_doubly_robust_with_an_exact_q_is_the_direct_method_whatever_the_weights
     behavior = np.mean([sum(r * g**t for t, r in enumerate(rs)) for rs in rewards])
     assert value("dr", ep_on, g, weighted_dr=False) == pytest.approx(behavior, rel=1e-12)
     assert value("dr", ep_on, g, weighted_dr=True) == pytest.approx(behavior, rel=1e-12)
+    # no weight survives (a greedy target off every recorded action): weighted DR is the
+    # direct method, WIS has nothing to stand on
+    never = [[-np.inf] * 3, [-np.inf] * 2]
+    ep_off = arrays(rewards, logp_b, never, wrong, [[4.0, 1.0, 1.0], [2.0, 1.0]])
+    assert value("dr", ep_off, g, weighted_dr=True) == pytest.approx(3.0)
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(value("wis", ep_off, g))
 
 
 def test_bootstrap_interval_matches_the_normal_interval_of_a_mean():

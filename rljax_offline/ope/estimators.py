@@ -21,7 +21,10 @@ are 0), `W = w_{T-1}`, `G = sum_t gamma^t r_t`:
 * `dm` (direct method):                mean_i V(s_0^i), V from a fitted Q (`ope.fqe`)
 * `dr` (doubly robust, per decision):  sum_t gamma^t sum_i [wn_t^i (r_t^i - Q_t^i)
   + wn_{t-1}^i V_t^i], `wn_t^i = w_t^i / N` (Jiang & Li's recursion unrolled, RLlib's
-  DoublyRobust) or, weighted, `w_t^i / sum_j w_t^j` (Thomas & Brunskill's WDR), wn_{-1} = 1/N.
+  DoublyRobust) or, weighted, `w_t^i / sum_j w_t^j` (Thomas & Brunskill's WDR), wn_{-1} = 1/N;
+  where no episode's weight survives to step t (a greedy target), weighted DR's corrections
+  from t on are 0 and it rests on the model (mean V(s_0) when none survives the first step),
+  while WIS and WPDIS, which have no model, are nan there (0 / 0).
 
 Weights are never clipped: `effective_sample_size` reports how many episodes they amount to.
 """
@@ -82,6 +85,11 @@ def _safe_div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.where(y != 0, x / np.where(y != 0, y, 1.0), np.nan)
 
 
+def _inv_or_zero(y: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", over="ignore"):
+        return np.where(y > 0, 1.0 / np.where(y > 0, y, 1.0), 0.0)
+
+
 def contributions(name: str, ep: EpisodeArrays, gamma: float, c: np.ndarray,
                   weighted_dr: bool = True) -> np.ndarray:
     """Per-episode contributions `[B, E]` to estimator `name` for counts `c [B, E]`; the
@@ -113,8 +121,8 @@ def contributions(name: str, ep: EpisodeArrays, gamma: float, c: np.ndarray,
             w_prev = _scaled(np.concatenate([np.zeros_like(logw[:, :1]), logw[:, :-1]], 1))
         a = g * w * (ep.rewards - ep.q) * ep.mask
         b = g * w_prev * ep.v * ep.mask
-        if weighted_dr:
-            inv, inv_prev = _safe_div(1.0, c @ w), _safe_div(1.0, c @ w_prev)
+        if weighted_dr:  # no surviving weight at t: the corrections stop, the model stays
+            inv, inv_prev = _inv_or_zero(c @ w), _inv_or_zero(c @ w_prev)
         else:
             inv = inv_prev = np.broadcast_to(1.0 / n, (c.shape[0], w.shape[1]))
         return c * ((a @ inv.T) + (b @ inv_prev.T)).T
