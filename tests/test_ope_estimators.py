@@ -126,3 +126,25 @@ def test_effective_sample_size_and_no_clipping():
     big = [[800.0], [801.0], [0.0], [0.0]]
     e = math.exp(1.0)
     assert value("wis", arrays(r, zeros, big), 0.9) == pytest.approx((1 + 2 * e) / (1 + e))
+
+
+def test_bootstrap_heads_carry_the_models_spread_into_the_interval():
+    # V(s_0) = 0 under head 0 and 10 under head 1 for every episode: each head's DM estimate
+    # is exact whatever the episode resample, so only the heads make the interval wide
+    E = 8
+    zeros = [[0.0]] * E
+    ep = arrays(zeros, zeros, zeros)
+    v = np.stack([np.zeros((E, 1)), np.full((E, 1), 10.0)])
+    two = ep._replace(q=v, v=v)
+    out = summarize("dm", two, 0.9, num_bootstrap=100, seed=0, uses_weights=False)
+    assert out["v_target"] == pytest.approx(5.0)
+    assert out["v_target_model_std"] == pytest.approx(5.0)
+    assert out["v_target_ci"] == (pytest.approx(0.0), pytest.approx(10.0))
+    # DR on one-step episodes with Q(s_0, a_0) = 0, V(s_0) = the head's: r - Q + V = V
+    dr_heads = ep._replace(q=np.zeros_like(v), v=v)
+    assert summarize("dr", dr_heads, 0.9, num_bootstrap=100)["v_target_ci"] == (
+        pytest.approx(0.0), pytest.approx(10.0))
+    one = summarize("dm", ep._replace(q=v[1], v=v[1]), 0.9, num_bootstrap=100,
+                    uses_weights=False)
+    assert one["v_target_ci"] == (pytest.approx(10.0), pytest.approx(10.0))
+    assert one["v_target_model_std"] is None

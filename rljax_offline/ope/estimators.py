@@ -42,7 +42,7 @@ class EpisodeArrays(NamedTuple):
     """E episodes padded to T steps (float64). `mask` is 1 on real steps. `logp_behavior`
     and `logp_target` are the log-probabilities (or log-densities) of the recorded actions;
     `q` is Q(s_t, a_t) and `v` is V(s_t) = E_pi Q(s_t, .) of a fitted model (zeros where no
-    model is fitted); all zero on padding."""
+    model is fitted), `[E, T]`, or `[K, E, T]` for K bootstrap heads; all zero on padding."""
 
     rewards: np.ndarray
     mask: np.ndarray
@@ -145,6 +145,13 @@ def bootstrap_counts(num_episodes: int, num_samples: int, seed: int) -> np.ndarr
                            size=num_samples).astype(np.float64)
 
 
+def heads(ep: EpisodeArrays) -> list[EpisodeArrays]:
+    """One `EpisodeArrays` per bootstrap head of the Q model (one when `q` is `[E, T]`)."""
+    if np.ndim(ep.q) == 2:
+        return [ep]
+    return [ep._replace(q=q, v=v) for q, v in zip(ep.q, ep.v)]
+
+
 def summarize(name: str, ep: EpisodeArrays, gamma: float, *, weighted_dr: bool = True,
               num_bootstrap: int = 200, confidence: float = 0.95, seed: int = 0,
               uses_weights: bool = True) -> dict:
@@ -156,18 +163,30 @@ def summarize(name: str, ep: EpisodeArrays, gamma: float, *, weighted_dr: bool =
     `v_target / max(v_behavior, 1e-8)` and `v_delta`: `v_target - v_behavior` (RLlib's
     definitions: `v_gain` means nothing for negative returns, read `v_delta` there);
     `v_target_ci`: the percentile bootstrap interval over episodes resampled with
-    replacement (`num_bootstrap` draws; the Q model of `dm` and `dr` is fitted once, so
-    their interval covers the sampling of episodes, not the model's error); `ess`:
-    `effective_sample_size` (None for `dm`, which uses no weights)."""
+    replacement (`num_bootstrap` draws); `ess`: `effective_sample_size` (None for `dm`,
+    which uses no weights).
+
+    With K bootstrap heads of the Q model (`q`, `v` `[K, E, T]`, `ope.fqe`): the estimate is
+    the mean over heads of each head's estimate, and draw b of the interval evaluates head
+    `b mod K` on its own episode resample, so the interval holds the model's spread (each
+    head fitted on its own resample) as well as the episodes' (the law of total variance);
+    `v_target_model_std` is the heads' spread alone. With one head the interval covers the
+    sampling of episodes only, not the model's error."""
     E = ep.num_episodes
     ones = np.ones((1, E))
+    per_head = heads(ep)
+    K = len(per_head)
     # Weights that all underflow (a target far from every recorded action) give 0 / 0: nan,
     # reported as such; such bootstrap draws are left out of the interval.
     with np.errstate(all="ignore"):
-        per_target = E * contributions(name, ep, gamma, ones, weighted_dr)[0]
+        each = np.stack([E * contributions(name, h, gamma, ones, weighted_dr)[0]
+                         for h in per_head])  # [K, E]
+        per_target = each.mean(axis=0)
         per_behavior = E * contributions("behavior", ep, gamma, ones)[0]
         counts = bootstrap_counts(E, num_bootstrap, seed)
-        draws = contributions(name, ep, gamma, counts, weighted_dr).sum(axis=1)
+        draws = np.concatenate([
+            contributions(name, h, gamma, counts[k::K], weighted_dr).sum(axis=1)
+            for k, h in enumerate(per_head)])
     v_behavior, v_target = float(np.mean(per_behavior)), float(np.mean(per_target))
     alpha = (1.0 - confidence) / 2.0
     finite = draws[np.isfinite(draws)]
@@ -179,5 +198,6 @@ def summarize(name: str, ep: EpisodeArrays, gamma: float, *, weighted_dr: bool =
         "v_gain": v_target / max(v_behavior, 1e-8), "v_delta": v_target - v_behavior,
         "v_target_ci": (lo, hi), "confidence": confidence,
         "ess": effective_sample_size(ep) if uses_weights else None,
+        "v_target_model_std": float(np.std(each.mean(axis=1))) if K > 1 else None,
         "num_episodes": E,
     }

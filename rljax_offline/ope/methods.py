@@ -26,7 +26,10 @@ from rljax_offline.errors import ConfigError
 
 class FQEOptions(NamedTuple):
     """FQE's settings (the keys of an `"fqe"` / `"dr"` entry of
-    `off_policy_estimation_methods`, besides `type`)."""
+    `off_policy_estimation_methods`, besides `type`). `bootstrap_heads`: Q networks fitted
+    together, each on its own bootstrap resample of the episodes, whose spread widens the
+    intervals of `fqe`/`dm` and `dr` by the model's error (1: one plain fit, intervals over
+    the episodes only; see `ope.fqe`)."""
 
     num_updates: int = 5000
     train_batch_size: int = 256
@@ -37,6 +40,7 @@ class FQEOptions(NamedTuple):
     num_devices: int | str = "all"
     update_mode: str = "shard_map"
     seed: int = 0
+    bootstrap_heads: int = 5
 
 
 class ImportanceSampling:
@@ -136,5 +140,9 @@ def parse_methods(methods: dict | list | tuple | None) -> dict[str, Method]:
             allowed = sorted(fqe_keys | {"weighted"}) if kind in NEEDS_Q else []
             raise ConfigError(f"off_policy_estimation_methods[{name!r}] ({kind}): unknown "
                               f"key(s) {unknown or sorted(entry)}; allowed: {allowed}")
+        heads = entry.get("bootstrap_heads", 1)
+        if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
+            raise ConfigError(f"off_policy_estimation_methods[{name!r}] ({kind}): "
+                              f"bootstrap_heads must be an integer >= 1, got {heads!r}")
         out[str(name)] = Method(kind, weighted, FQEOptions(**entry))
     return out

@@ -5,8 +5,9 @@ code path behind `Algorithm.train()`'s `off_policy_estimator` results, `ope.esti
 Checks first, each a one-line named error: the target's action space against the data's, the
 behaviour's `action_logp` for the importance-weighted estimators, a deterministic Box target
 (no density) for them. Then the target's log-probabilities of the recorded actions, one FQE
-fit shared by the estimators that need a Q model (`dm`, `dr`) with the same settings, the
-per-episode arrays and each estimator's summary (`ope.estimators.summarize`).
+fit (of `bootstrap_heads` Q networks, `ope.fqe`) shared by the estimators that need a Q model
+(`dm`, `dr`) with the same settings, the per-episode arrays and each estimator's summary
+(`ope.estimators.summarize`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from rljax_offline import spaces as sp
 from rljax_offline.errors import ActionSpaceMismatchError, MissingActionLogpError, OPEError
 from rljax_offline.ope.data import LOGP, pad
 from rljax_offline.ope.estimators import EpisodeArrays, summarize
-from rljax_offline.ope.fqe import FQEFit, fit_fqe, fqe_columns
+from rljax_offline.ope.fqe import FQEFit, bootstrap_weights, fit_fqe, fqe_columns
 from rljax_offline.ope.methods import Method
 from rljax_offline.ope.target import TargetPolicy
 
@@ -55,10 +56,11 @@ def deterministic_box_error(weighted: list[str]) -> OPEError:
                     "'fqe', or its stochastic policy (explore=True)")
 
 
-def _fqe(columns: dict, target: TargetPolicy, obs_spec, gamma: float, method: Method
-         ) -> FQEFit:
+def _fqe(columns: dict, lengths: list[int], target: TargetPolicy, obs_spec, gamma: float,
+         method: Method) -> FQEFit:
     opts = method.fqe
     cols = {k: columns[k] for k in fqe_columns(target.act_spec)[:5]}
+    cols["boot_w"] = bootstrap_weights(lengths, opts.bootstrap_heads, opts.seed + 3)
     if target.discrete:
         cols["next_pi"] = target.probs(columns["new_obs"]).astype(np.float32)
     else:
@@ -71,17 +73,26 @@ def _fqe(columns: dict, target: TargetPolicy, obs_spec, gamma: float, method: Me
 
 
 def _q_and_v(fit: FQEFit, columns: dict, target: TargetPolicy, method: Method):
+    """Q(s_t, a_t) and V(s_t) of every head, `[K, N]` each."""
     obs = columns["obs"]
     n = len(columns["rewards"])
-    q, v = np.zeros(n), np.zeros(n)
+    k = method.fqe.bootstrap_heads
+    q, v = np.zeros((k, n)), np.zeros((k, n))
     step = 8192
     pi = (target.probs(obs) if target.discrete
           else target.samples(obs, method.fqe.num_action_samples, method.fqe.seed + 2))
     for i in range(0, n, step):
         rows = jax.tree_util.tree_map(lambda x, i=i: x[i:i + step], obs)
-        q[i:i + step] = fit.q_sa(rows, np.asarray(columns["actions"][i:i + step]))
-        v[i:i + step] = fit.v(rows, np.asarray(pi[i:i + step], np.float32))
+        q[:, i:i + step] = fit.q_sa(rows, np.asarray(columns["actions"][i:i + step]))
+        v[:, i:i + step] = fit.v(rows, np.asarray(pi[i:i + step], np.float32))
     return q, v
+
+
+def _pad_heads(values: np.ndarray, lengths: list[int]) -> np.ndarray:
+    """`[N]` -> `[E, T]`; `[K, N]` (one row per bootstrap head) -> `[K, E, T]`."""
+    if values.ndim == 1:
+        return pad(values, lengths)
+    return np.stack([pad(x, lengths) for x in values])
 
 
 def run(methods: dict[str, Method], columns: dict, lengths: list[int], target: TargetPolicy,
@@ -107,7 +118,7 @@ def run(methods: dict[str, Method], columns: dict, lengths: list[int], target: T
         if m.needs_q:
             key = repr(m.fqe)  # FQEOptions holds a dict: its repr is the cache key
             if key not in fits:
-                fit = _fqe(columns, target, obs_spec, gamma, m)
+                fit = _fqe(columns, lengths, target, obs_spec, gamma, m)
                 fits[key] = (fit, *_q_and_v(fit, columns, target, m))
             fit, q, v = fits[key]
             extra = dict(fit.metrics)
@@ -115,7 +126,7 @@ def run(methods: dict[str, Method], columns: dict, lengths: list[int], target: T
                            mask=pad(np.ones(len(zeros)), lengths),
                            logp_behavior=pad(behavior, lengths),
                            logp_target=pad(target_logp, lengths),
-                           q=pad(q, lengths), v=pad(v, lengths))
+                           q=_pad_heads(q, lengths), v=_pad_heads(v, lengths))
         results[name] = {**summarize(m.kind, ep, gamma, weighted_dr=m.weighted,
                                      num_bootstrap=num_bootstrap, confidence=confidence,
                                      seed=seed, uses_weights=m.needs_weights), **extra}
