@@ -13,7 +13,7 @@ functions (the function API): the scripted expert with Gaussian torque noise of 
 and 3.0. The offline checkpoints left out (BC@2000, CQL@300, IQL) score within noise of the
 random-like one. FQE: 8000 updates, target copied every 100 (80 backups, more than the
 1 / (1 - gamma) = 50 of Pendulum's gamma 0.98; CartPole's 0.99 would want 100), bootstrapped
-with the default 5 heads (`fqe`, `dr`) and with one head, the plain fit (`fqe1`, `dr1`). For
+with 5 heads (`fqe`, `dr`) and with one head, the plain fit and the default (`fqe1`, `dr1`). For
 each: the true discounted return of its stochastic policy (the policy OPE evaluates,
 `explore=True`) from env episodes, with its standard error, and every estimator's
 `v_target` with its 95% bootstrap interval. Printed: one table per env, then per estimator
@@ -47,7 +47,9 @@ from rljax_offline.ope import estimate
 
 CACHE = os.path.join(tempfile.gettempdir(), "rljax_offline_bench", "ope")
 METHODS = ("is", "wis", "pdis", "wpdis", "fqe", "dr", "fqe1", "dr1")
-METHOD_SPECS = {**{m: {"type": m} for m in METHODS[:6]},
+METHOD_SPECS = {**{m: {"type": m} for m in METHODS[:4]},
+                "fqe": {"type": "fqe", "bootstrap_heads": 5},
+                "dr": {"type": "dr", "bootstrap_heads": 5},
                 "fqe1": {"type": "fqe", "bootstrap_heads": 1},
                 "dr1": {"type": "dr", "bootstrap_heads": 1}}
 HIDDEN = {"fcnet_hiddens": [64, 64]}

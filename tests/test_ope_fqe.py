@@ -85,7 +85,7 @@ def test_bootstrap_weights_resample_whole_episodes_per_head():
 
 
 def test_bootstrap_heads_option():
-    assert parse_methods({"f": {"type": "fqe"}})["f"].fqe.bootstrap_heads == 5
+    assert parse_methods({"f": {"type": "fqe"}})["f"].fqe.bootstrap_heads == 1
     assert parse_methods({"d": {"type": "dr", "bootstrap_heads": 3}})["d"].fqe.bootstrap_heads == 3
     with pytest.raises(ConfigError, match=r"\['f'\] \(dm\): bootstrap_heads must be an integer"):
         parse_methods({"f": {"type": "fqe", "bootstrap_heads": 0}})

@@ -135,9 +135,9 @@ def register(sub) -> None:
                    help="discount of the estimates (default: the checkpoint's gamma)")
     g.add_argument("--fqe-updates", type=positive_int, default=5000,
                    help="updates of the fitted Q evaluation behind fqe and dr")
-    g.add_argument("--fqe-heads", type=positive_int, default=5,
-                   help="bootstrap heads of that Q model (their spread widens the fqe and dr "
-                        "intervals; 1: one plain fit, about 5x faster)")
+    g.add_argument("--fqe-heads", type=positive_int, default=1,
+                   help="bootstrap heads of that Q model: their spread widens the fqe and dr "
+                        "intervals by the model's error (5 heads take about 5x the time)")
     g.add_argument("--bootstrap", type=positive_int, default=200,
                    help="bootstrap resamples of the episodes for the 95%% intervals")
     g.add_argument("--greedy", action="store_true",
