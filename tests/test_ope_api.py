@@ -42,7 +42,7 @@ def bc_config(data):
 def test_config_path_holds_out_episodes_and_reports_every_estimator(data, bc_config):
     methods = {"is": {"type": "is"}, "wis": {"type": "wis"},
                "pdis": {"type": "ImportanceSampling"}, "fqe": FAST_FQE,
-               "dr": {**FAST_FQE, "type": "DoublyRobust"}}
+               "dr": {**FAST_FQE, "type": "DoublyRobust", "bootstrap_heads": 2}}
     algo = bc_config.evaluation(off_policy_estimation_methods=methods, ope_split=0.25).build()
     result = algo.train()
     held = algo.data.ope_episodes
@@ -56,6 +56,9 @@ def test_config_path_holds_out_episodes_and_reports_every_estimator(data, bc_con
         assert e["num_episodes"] == len(held)
         assert np.isfinite(e["v_target"]) and e["v_target_ci"][0] <= e["v_target_ci"][1]
     assert estimates["fqe"]["ess"] is None and estimates["is"]["ess"] > 0
+    # DR's own FQE fit of 2 bootstrap heads: their spread is reported; FQE's one head has none
+    assert estimates["dr"]["fqe_bootstrap_heads"] == 2 and estimates["dr"]["v_target_model_std"] > 0
+    assert estimates["fqe"]["v_target_model_std"] is None
     algo.stop()
     # RLlib's classes as types: kept by name, so the config saves and restores
     cfg = bc_config.evaluation(off_policy_estimation_methods={"dr": {"type": ope.DoublyRobust}})
