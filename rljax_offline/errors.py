@@ -109,3 +109,19 @@ class BehaviorError(RljaxError, ValueError):
 
 class ExportError(RljaxError, ValueError):
     """A policy that cannot be exported as asked (its pipeline, its spaces, the format)."""
+
+
+class OPEError(RljaxError, ValueError):
+    """Off-policy evaluation cannot run as asked (its data, its target policy, its methods)."""
+
+
+class MissingActionLogpError(OPEError):
+    """Importance-weighted estimators on data without the behaviour's `action_logp`."""
+
+
+class ActionSpaceMismatchError(OPEError):
+    """A target policy whose action space is not the data's (Box on Discrete, ...)."""
+
+
+class EmptyEvaluationSplitError(OPEError):
+    """The held-out evaluation share of the offline data holds no episode."""

@@ -133,3 +133,43 @@ def test_plain_expert_recording_is_unchanged(tmp_path):
     record_expert("CartPole-v1", tmp_path, num_episodes=2, progress=False)
     for ep in read_episodes(str(tmp_path)):
         assert "action_perturbed" not in ep.extra_model_outputs and not ep.custom_data
+
+
+@pytest.mark.parametrize("behavior", [Behavior(flip_prob=0.3, epsilon=0.2), Behavior(),
+                                      Behavior(random=True), Behavior(flip_prob=0.5)])
+def test_recorded_action_logp_is_the_behaviours_probability(behavior):
+    """Off-policy evaluation divides by it: exp(action_logp) of every action sums to 1 over
+    the actions, and matches the frequency at which the behaviour takes it."""
+    space = gym.spaces.Discrete(3)
+    base = np.ones(N, np.int64)
+    out, _ = behavior.perturb(base, space, np.random.default_rng(0))
+    probs = [np.exp(behavior.logp(base[:1], np.asarray([a]), space))[0] for a in range(3)]
+    assert sum(probs) == pytest.approx(1.0)
+    for a in range(3):
+        assert abs(np.mean(out == a) - probs[a]) < binomial_tolerance(probs[a]) + 1e-12
+    logp = behavior.logp(base, out, space)
+    np.testing.assert_allclose(np.exp(logp), np.take(probs, out))
+
+
+def test_box_action_logp_uniform_density_and_point_mass():
+    space = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
+    base = np.zeros((4, 1), np.float32)
+    actions = np.float32([[0.0], [1.0], [-2.0], [0.5]])
+    np.testing.assert_allclose(Behavior(random=True).logp(base, actions, space), np.log(0.25))
+    assert list(Behavior().logp(base, actions, space)) == [np.inf, -np.inf, -np.inf, -np.inf]
+    noisy = Behavior(action_noise=1.0).logp(base, actions, space)
+    assert noisy[0] == pytest.approx(-0.5 * np.log(2 * np.pi))  # the Gaussian density
+    assert noisy[2] == pytest.approx(np.log(0.0227501), rel=1e-4)  # the mass at the bound
+
+
+def test_a_mix_records_action_logp(tmp_path):
+    record_expert("CartPole-v1", tmp_path, num_episodes=6, mix="expert:0.5,flip0.7:0.5",
+                  seed=1, progress=False)
+    for ep in read_episodes(str(tmp_path)):
+        logp = ep.extra_model_outputs["action_logp"]
+        perturbed = ep.extra_model_outputs["action_perturbed"].astype(bool)
+        if ep.custom_data["behavior"] == "expert":
+            np.testing.assert_array_equal(logp, 0.0)
+        else:
+            np.testing.assert_allclose(logp, np.where(perturbed, np.log(0.7), np.log(0.3)),
+                                       rtol=1e-6)

@@ -18,11 +18,18 @@ from the weights when it starts and keeps it to its end.
 
 Each recorded episode carries its behaviour in `custom_data["behavior"]` (kept by episode rows,
 RLlib's state dict) and, per step, `extra_model_outputs["action_perturbed"]` (1 where the
-behaviour replaced or moved the base policy's action), which tabular rows keep as a column.
+behaviour replaced or moved the base policy's action) and `extra_model_outputs["action_logp"]`
+(RLlib's column: the log-probability of the recorded action under the episode's behaviour, what
+off-policy evaluation's importance weights divide by), which tabular rows keep as columns.
+The base policy is deterministic: Discrete actions have probability 1 under it; Box actions a
+point mass, whose density is infinite (`action_logp = +inf`: an importance weight of 0, see
+`rljax_offline.ope`). Gaussian noise clipped at a bound puts the tail's mass on the bound: there
+`action_logp` is the log of that mass (a mixed distribution: density inside, mass at the bounds).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -98,6 +105,50 @@ class Behavior:
                 out = np.where(mask, _uniform(space, n, rng), out)
         changed = (out != actions).reshape(n, -1).any(axis=1)
         return out.astype(actions.dtype), changed.astype(np.int8)
+
+    def logp(self, base: np.ndarray, actions: np.ndarray, space: gym.Space) -> np.ndarray:
+        """Per-row log-probability (Discrete) or log-density (Box) of `actions` under this
+        behaviour, given the base policy's actions `base` (see the module docstring)."""
+        n = len(actions)
+        if isinstance(space, gym.spaces.Discrete):
+            uniform = np.full(n, 1.0 / space.n)
+            if self.random:
+                return np.log(uniform)
+            same = np.asarray(actions).reshape(n) == np.asarray(base).reshape(n)
+            flip = self.flip_prob
+            p = np.where(same, 1.0 - flip, flip / max(space.n - 1, 1))
+            p = (1.0 - self.epsilon) * p + self.epsilon * uniform
+            with np.errstate(divide="ignore"):
+                return np.log(p)
+        low = np.broadcast_to(np.asarray(space.low, np.float64), space.shape).reshape(-1)
+        high = np.broadcast_to(np.asarray(space.high, np.float64), space.shape).reshape(-1)
+        a = np.asarray(actions, np.float64).reshape(n, -1)
+        b = np.asarray(base, np.float64).reshape(n, -1)
+        log_uniform = -np.sum(np.log(high - low))
+        if self.random:
+            return np.full(n, log_uniform)
+        if self.action_noise:
+            s = self.action_noise
+            dens = -0.5 * ((a - b) / s) ** 2 - np.log(s * np.sqrt(2.0 * np.pi))
+            at_low, at_high = a <= low, a >= high
+            dens = np.where(at_low, np.log(np.maximum(_normal_cdf((low - b) / s), 1e-300)),
+                            dens)
+            dens = np.where(at_high, np.log(np.maximum(_normal_cdf((b - high) / s), 1e-300)),
+                            dens)
+            base_logp = dens.sum(axis=1)
+        else:  # a point mass at the base action: infinite density there, 0 elsewhere
+            same = np.all(a == b, axis=1)
+            base_logp = np.where(same, np.inf, -np.inf)
+        if not self.epsilon:
+            return base_logp
+        with np.errstate(over="ignore"):
+            return np.logaddexp(np.log1p(-self.epsilon) + base_logp,
+                                np.log(self.epsilon) + log_uniform)
+
+
+def _normal_cdf(x: np.ndarray) -> np.ndarray:
+    """The standard normal CDF (numpy has no erf; math.erf per element)."""
+    return 0.5 * (1.0 + np.vectorize(math.erf)(np.asarray(x, np.float64) / np.sqrt(2.0)))
 
 
 def _num(x: float) -> str:
@@ -216,8 +267,11 @@ class BehaviorPolicy:
             base = base.reshape((n,) + self.action_space.shape).astype(self.action_space.dtype)
         actions, changed = base.copy(), np.zeros(n, np.int8)
         current = np.asarray(self._current)
+        logp = np.zeros(n, np.float32)
         for k in np.unique(current):
             rows = np.flatnonzero(current == k)
-            actions[rows], changed[rows] = self.behaviors[k].perturb(
-                base[rows], self.action_space, self._rng)
-        return actions, {"action_perturbed": changed}
+            behavior = self.behaviors[k]
+            actions[rows], changed[rows] = behavior.perturb(base[rows], self.action_space,
+                                                            self._rng)
+            logp[rows] = behavior.logp(base[rows], actions[rows], self.action_space)
+        return actions, {"action_perturbed": changed, "action_logp": logp}

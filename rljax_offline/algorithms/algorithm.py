@@ -47,6 +47,8 @@ from rljax_offline.learning.data_parallel import DataParallel, select_devices
 from rljax_offline.learning.init import start_init_state
 from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, TrainState
 from rljax_offline.models.module import Module, acting_module
+from rljax_offline.ope.evaluation import evaluate_algorithm
+from rljax_offline.ope.methods import parse_methods
 from rljax_offline.runtime.background import Background
 from rljax_offline.runtime.setup import ProcessSetup
 
@@ -230,6 +232,8 @@ class Algorithm:
         interval = self.config.evaluation_interval
         if interval and self.iteration % interval == 0:
             result["evaluation"] = {"env_runners": self.evaluate()}
+            if self.config.off_policy_estimation_methods:
+                result["evaluation"]["off_policy_estimator"] = self.estimate_off_policy()
         result["time_this_iter_s"] = time.perf_counter() - t0
         self.history.append(result)
         return result
@@ -338,6 +342,15 @@ class Algorithm:
         stats = episode_stats(self._runner.sample(num_episodes=n))
         stats["evaluation_time_s"] = time.perf_counter() - t0
         return stats
+
+    def estimate_off_policy(self, episodes: list | None = None) -> dict:
+        """Off-policy estimates of the current policy (`rljax_offline.ope`), by the config's
+        `off_policy_estimation_methods`, on `episodes` (default: the `ope_split` episodes
+        held out of training): `{name: {v_behavior, v_target, v_gain, ..., v_target_ci,
+        ess}}`."""
+        return evaluate_algorithm(self, self.data.ope_episodes if episodes is None
+                                  else episodes,
+                                  parse_methods(self.config.off_policy_estimation_methods))
 
     def export_policy(self, path: str, format: str = "stablehlo") -> str:
         """Writes one greedy acting step, pipelines inlined, as one graph, and its signature

@@ -43,6 +43,7 @@ from rljax_offline.algorithms.options import (
     non_negative_float,
     non_negative_int,
     one_of,
+    open_unit_interval,
     option,
     optional,
     positive_float,
@@ -52,6 +53,7 @@ from rljax_offline.algorithms.options import (
 )
 from rljax_offline.errors import ConfigError
 from rljax_offline.models.policy import check_model_config
+from rljax_offline.ope.methods import as_data, parse_methods
 from rljax_offline.runtime.setup import setup
 
 
@@ -200,6 +202,13 @@ class AlgorithmConfig:
     evaluation_parallel_to_training: bool = option(
         False, "evaluation", boolean, "RLlib's overlap of evaluation and training",
         ignored="evaluation runs after the iteration's updates, in the same process")
+    off_policy_estimation_methods: dict | None = option(
+        None, "evaluation", dict_or_none, "RLlib's OPE methods, name -> {'type': is, wis, "
+        "pdis, wpdis, fqe, dr (or RLlib's class names), **options} (rljax_offline.ope), "
+        "estimated each evaluation on the ope_split episodes")
+    ope_split: float = option(0.1, "evaluation", open_unit_interval,
+                              "share of the offline data's episodes held out of training "
+                              "for off-policy evaluation (by episode id, seeded)")
     # reporting
     metrics_num_episodes_for_smoothing: int = option(
         100, "reporting", positive_int, "episodes the return statistics average over")
@@ -274,7 +283,13 @@ class AlgorithmConfig:
         return self._update("training", kwargs)
 
     def evaluation(self, **kwargs) -> AlgorithmConfig:
-        """Evaluate every `evaluation_interval` iterations for `evaluation_duration` episodes."""
+        """Evaluate every `evaluation_interval` iterations for `evaluation_duration` episodes
+        in the env; with `off_policy_estimation_methods`, also off-policy estimates of the
+        policy on the `ope_split` share of the offline data's episodes, held out of
+        training (`result["evaluation"]["off_policy_estimator"][name]`, `rljax_offline.ope`)."""
+        if "off_policy_estimation_methods" in kwargs:
+            kwargs = {**kwargs, "off_policy_estimation_methods": as_data(
+                kwargs["off_policy_estimation_methods"])}
         return self._update("evaluation", kwargs)
 
     def learners(self, **kwargs) -> AlgorithmConfig:
@@ -336,6 +351,10 @@ class AlgorithmConfig:
             check_model_config(self.model_config or {})
         except ValueError as e:
             raise ConfigError(f"{type(self).__name__}: {e}") from None
+        if parse_methods(self.off_policy_estimation_methods) and self.streams_data:
+            raise ConfigError(f"{type(self).__name__}: off_policy_estimation_methods hold "
+                              "ope_split episodes out of materialized data; set "
+                              "materialize_data=True (streamed data is not split)")
 
     def check_spaces(self, obs_spec, act_spec) -> None:
         """A named error for spaces this algorithm cannot handle (before compiling)."""

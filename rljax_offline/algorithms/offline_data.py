@@ -35,6 +35,7 @@ from rljax_offline.data.stream import CursorTracker, StreamCursor, stream_batche
 from rljax_offline.episode.batch import EpisodeBatch
 from rljax_offline.episode.episode import Episode
 from rljax_offline.learning.data_parallel import DataParallel, prefetch_to_device
+from rljax_offline.ope.data import split as ope_split
 from rljax_offline.runtime import distributed, gc_pause, host_memory
 
 _EPISODES_PER_BATCH = 64
@@ -83,6 +84,8 @@ class OfflineData:
         self.stream: CursorTracker | None = None
         self.resume_cursor: StreamCursor | None = None
         self.num_timesteps = self.num_episodes = 0
+        # off-policy evaluation's held-out episodes (config.ope_split), read by materialize
+        self.ope_episodes: list[Episode] = []
 
     @property
     def chunk_size(self) -> int:
@@ -197,7 +200,11 @@ class OfflineData:
         used as saved: fitting it again would count the data twice and break exact
         resume), process 0's in a multi-process run."""
         with gc_pause.paused():  # see read_episodes
-            episodes = self.prelearned(list(self.episodes(0, shuffle=False)))
+            episodes = list(self.episodes(0, shuffle=False))
+        if self.config.off_policy_estimation_methods:  # held out of training, by episode
+            episodes, self.ope_episodes = ope_split(episodes, self.config.ope_split,
+                                                    self.config.seed)
+        episodes = self.prelearned(episodes)
         if not episodes:
             raise ValueError(f"no episodes found in {self.config.input_!r}")
         cols, cstate, lengths = self.columns(episodes, connector_state, fit=fit)

@@ -181,3 +181,34 @@ def save_workflow_curves(ppo: Sequence[tuple], bc: Sequence[tuple], finetuned: S
         ax.legend(loc="lower right")
     fig.suptitle(title)
     return _save_atomic(plt, fig, path)
+
+
+def save_ope_estimates(rows: Sequence[dict], path: str, *, title: str = "off-policy estimates"
+                       ) -> str:
+    """Each checkpoint's estimates with their intervals, one marker per method side by side,
+    and its env return where one was measured (a black bar). `rows`: `{"label": str,
+    "estimates": {method: {"v_target", "v_target_ci"}}, "true": float or None}`."""
+    plt, fig, (ax,) = _figure(1, width=max(5.0, 1.2 * len(rows) + 2.0))
+    methods = sorted({m for r in rows for m in r["estimates"]})
+    width = 0.8 / max(len(methods), 1)
+    for j, m in enumerate(methods):
+        xs, ys, lo, hi = [], [], [], []
+        for i, r in enumerate(rows):
+            est = r["estimates"].get(m)
+            if est is None:
+                continue
+            xs.append(i - 0.4 + width * (j + 0.5))
+            ys.append(est["v_target"])
+            lo.append(est["v_target"] - est["v_target_ci"][0])
+            hi.append(est["v_target_ci"][1] - est["v_target"])
+        ax.errorbar(xs, ys, yerr=[np.maximum(lo, 0), np.maximum(hi, 0)], fmt="o", ms=4,
+                    capsize=3, label=m)
+    for i, r in enumerate(rows):
+        if r.get("true") is not None:
+            ax.hlines(r["true"], i - 0.45, i + 0.45, colors="black", linewidth=2,
+                      label="env return" if i == 0 else None)
+    ax.set_xticks(range(len(rows)), [r["label"] for r in rows], rotation=15)
+    ax.set_ylabel("discounted return")
+    ax.set_title(title)
+    ax.legend(fontsize=8, ncol=2)
+    return _save_atomic(plt, fig, path)

@@ -58,6 +58,14 @@ def positive_float(text: str) -> float:
     return value
 
 
+def probability_arg(text: str) -> float:
+    """A number in [0, 1] (a discount)."""
+    value = finite_float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
+    return value
+
+
 def batch_size(text: str) -> int:
     value = positive_int(text)
     if value > MAX_BATCH_SIZE:

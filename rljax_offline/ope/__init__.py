@@ -1,0 +1,37 @@
+"""Off-policy evaluation: a policy's value estimated from logged data alone.
+
+Estimators with RLlib's names and metrics (`ope.estimators`, `ope.methods`): importance
+sampling trajectory-wise (`is`, `wis`) and per decision (`pdis`, `wpdis`), the direct method
+over a fitted Q evaluation trained by the learner core (`fqe` / `dm`, `ope.fqe`) and doubly
+robust (`dr`). Each reports `v_behavior`, `v_target`, `v_gain`, their standard deviations, a
+bootstrap interval on `v_target` and the importance weights' effective sample size.
+
+Public names load on first use (`ope.estimate` builds algorithms from checkpoints; the
+algorithm facade imports `ope.evaluation`, so this package must not import the facade when
+it is loaded).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_PUBLIC = {
+    "estimate": "rljax_offline.ope.api",
+    "load_episodes": "rljax_offline.ope.api",
+    "parse_methods": "rljax_offline.ope.methods",
+    "ImportanceSampling": "rljax_offline.ope.methods",
+    "WeightedImportanceSampling": "rljax_offline.ope.methods",
+    "DirectMethod": "rljax_offline.ope.methods",
+    "DoublyRobust": "rljax_offline.ope.methods",
+    "FQEOptions": "rljax_offline.ope.methods",
+    "fit_fqe": "rljax_offline.ope.fqe",
+    "TargetPolicy": "rljax_offline.ope.target",
+    "split": "rljax_offline.ope.data",
+}
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module 'rljax_offline.ope' has no attribute {name!r}")
