@@ -91,6 +91,7 @@ def random_columns(columns, obs_space, act_space, n, seed=0):
         "advantages": lambda: rng.normal(size=n).astype(np.float32),
         "value_targets": lambda: (10 * rng.random(n)).astype(np.float32),
         "vf_preds": lambda: (10 * rng.random(n)).astype(np.float32),
+        "n_step": lambda: rng.integers(1, 4, n).astype(np.int32),
     }
     missing = [c for c in columns if c not in makers]
     assert not missing, f"learner_testlib has no random maker for columns {missing}"

@@ -14,7 +14,8 @@ SMALL = {"fcnet_hiddens": [8]}
 #: (algorithm, env) -> whether PPO can start from its policy
 CAN_START = {("cql", "CartPole-v1"): False, ("cql", "Pendulum-v1"): False,
              ("iql", "Pendulum-v1"): False,  # tanh-squashed actor; Discrete CQL: Q-greedy
-             ("td3_bc", "Pendulum-v1"): False}  # a deterministic actor
+             ("td3_bc", "Pendulum-v1"): False,  # a deterministic actor
+             ("sac", "Pendulum-v1"): False}  # tanh-squashed
 
 
 @pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1"])

@@ -21,6 +21,7 @@ _BUILTIN = {
     "cql": "rljax_offline.algorithms.cql:CQLConfig",
     "iql": "rljax_offline.algorithms.iql:IQLConfig",
     "td3_bc": "rljax_offline.algorithms.td3_bc:TD3BCConfig",
+    "sac": "rljax_offline.algorithms.sac.config:SACConfig",
 }
 _REGISTERED: dict[str, type] = {}
 

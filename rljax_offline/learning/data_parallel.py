@@ -4,7 +4,8 @@ with `check_vma` over a `("data",)` mesh (default), `jax.pmap`, or plain `jit` o
 
 Three ways to feed it: one placed batch per `step`; `scan_on_device`, a `lax.scan` of updates
 each sampling its minibatch on the device from an on-device dataset (`data.device`); and
-`epochs_on_device`, PPO's epochs of minibatches over one rollout. `stream_updates` steps
+`epochs_on_device`, PPO's epochs of minibatches over one rollout; `scan_on_buffer`, updates on
+minibatches sampled from a replay buffer (SAC). `stream_updates` steps
 through batches a prefetch thread places (`prefetch_to_device`).
 """
 
@@ -275,6 +276,26 @@ class DataParallel:
                                   data.episode_lengths)
 
         return run
+
+    def scan_on_buffer(self, num_updates: int, sample):
+        """`(state, buffer) -> (state, metrics)`: `num_updates` updates in one `lax.scan`,
+        each on a global minibatch `sample(buffer, key)` draws from `buffer` (a replay
+        buffer's state, replicated on every device: `data.replay`). Every device draws the
+        same global batch and trains on its slice of it, so any device count gives the
+        one-device result. Metrics as `scan_on_device`."""
+        if num_updates < 1:
+            raise ValueError(f"num_updates must be >= 1, got {num_updates}")
+
+        def per_device(state, buffer):
+            def body(state, _):
+                rng, key = jax.random.split(state.rng)
+                batch = jax.tree_util.tree_map(self._my_rows, sample(buffer, key))
+                return self._step_with_keys(state._replace(rng=rng), batch)
+
+            state, metrics = lax.scan(body, state, None, length=num_updates)
+            return state, _last_and_mean(metrics)
+
+        return self._compile(per_device, (P(),))
 
     def epochs_on_device(self, num_epochs: int, num_minibatches: int | None = None):
         """`(state, data) -> (state, metrics)`: on-policy epochs (PPO) in one program: each

@@ -1,6 +1,7 @@
 """Loss maths the algorithms share: Q of the taken action, the TD target's continuation
-flag, SAC's entropy target, expectile and Huber losses, and per-example random draws (one
-key per example, so a draw does not depend on the sharding). Pure functions of arrays."""
+flag, SAC's soft TD target, actor and temperature losses and entropy target, expectile and
+Huber losses, and per-example random draws (one key per example, so a draw does not depend on
+the sharding). Pure functions of arrays."""
 
 from __future__ import annotations
 
@@ -54,3 +55,25 @@ def per_example_normal(keys: jax.Array, shape: tuple = ()) -> jax.Array:
 def per_example_uniform(keys: jax.Array, shape: tuple = (), minval=0.0, maxval=1.0):
     """Uniforms in `[minval, maxval)`, `[N, *shape]`, one draw per example key."""
     return jax.vmap(lambda k: jax.random.uniform(k, shape, minval=minval, maxval=maxval))(keys)
+
+
+def soft_td_target(batch: dict, next_q: jax.Array, next_logp: jax.Array, alpha: jax.Array,
+                   gamma: float) -> jax.Array:
+    """SAC's soft target `R + gamma**n * (1 - terminated) * (min_k Q'(s', a') - alpha *
+    logp(a'|s'))`, held constant in the gradient; `n` is the batch's `n_step` column (the
+    rewards summed into `R`), 1 where it has none."""
+    n = step_rows(batch, "n_step").astype(jnp.float32) if "n_step" in batch else 1.0
+    soft = next_q - alpha * next_logp
+    return jax.lax.stop_gradient(step_rows(batch, "rewards")
+                                 + gamma ** n * not_terminal(batch) * soft)
+
+
+def soft_actor_loss(alpha: jax.Array, logp: jax.Array, q_pi: jax.Array) -> jax.Array:
+    """SAC's actor loss `alpha * logp(a|s) - min_k Q(s, a)`, alpha held constant."""
+    return jax.lax.stop_gradient(alpha) * logp - q_pi
+
+
+def temperature_loss(log_alpha: jax.Array, logp: jax.Array, entropy_target: float) -> jax.Array:
+    """SAC's temperature loss `-log_alpha * (logp + target)`: alpha grows while the policy's
+    entropy `-logp` is below the target, shrinks while above it."""
+    return -log_alpha * jax.lax.stop_gradient(logp + entropy_target)

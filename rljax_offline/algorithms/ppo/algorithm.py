@@ -42,33 +42,15 @@ import jax
 import numpy as np
 
 from rljax_offline.acting.env_runner import EnvRunner
-from rljax_offline.acting.recording import PolicyMismatchError, check_policy_spaces
 from rljax_offline.algorithms import pipelines
 from rljax_offline.algorithms.algorithm import MODULE_ID, Algorithm
 from rljax_offline.algorithms.config import ConfigError
+from rljax_offline.algorithms.fine_tuning import check_same_shapes, load_start
 from rljax_offline.algorithms.ppo.config import standardize
 from rljax_offline.learning.data_parallel import DataParallel
 from rljax_offline.learning.init import init_state
-from rljax_offline.learning.spec import ActingSpec
 
 _WARMUP_BATCH = 1024
-
-
-def _no_ppo_start(src: ActingSpec, params, mine: ActingSpec) -> str | None:
-    """Why a checkpoint's algorithm, acting as `src` (with `params`), cannot give PPO (acting
-    as `mine`) its policy weights; None when it can."""
-    if src.policy_network != "policy" and src.policy_network is not None or (
-            "policy" not in params):
-        return ("it acts greedily in its Q networks and has no policy network to start from"
-                if src.policy_network == "q" else "it has no policy network")
-    theirs, ours = getattr(src.dist, "kind", ""), getattr(mine.dist, "kind", "")
-    if theirs != ours:
-        names = {"squashed_gaussian": "a tanh-squashed Gaussian",
-                 "gaussian": "a plain Gaussian", "categorical": "a categorical",
-                 "deterministic": "a deterministic (tanh) policy"}
-        return (f"its policy is {names.get(theirs, theirs or 'another distribution')}, PPO's "
-                f"is {names.get(ours, ours)}: the same weights would mean other actions")
-    return None
 
 
 class PPO(Algorithm):
@@ -95,24 +77,13 @@ class PPO(Algorithm):
 
     def fine_tune_from(self, path: str) -> None:
         """Policy weights from a checkpoint of any algorithm, then the value warm-up."""
-        src = Algorithm.from_checkpoint(path)
-        try:
-            check_policy_spaces(src.spaces, *self.spaces, path)
-            refusal = _no_ppo_start(src.spec.acting, src.state.params, self.spec.acting)
-            if refusal:
-                raise PolicyMismatchError(
-                    f"checkpoint {path!r} ({src.algo_name}) cannot start PPO: {refusal}; "
-                    "PPO starts from a categorical (Discrete) or plain Gaussian (Box) policy "
-                    "network: bc, marwil, ppo, iql (Box: actor_squashed=False)")
-            policy = jax.device_get(src.state.params["policy"])
-        finally:
-            src.stop()
-        mine = jax.device_get(self.state.params["policy"])
-        shapes = lambda t: jax.tree_util.tree_map(np.shape, t)
-        if shapes(policy) != shapes(mine):
-            raise PolicyMismatchError(f"checkpoint {path!r}: its policy network has other "
-                                      f"shapes than this config's model_config "
-                                      f"{self.config.model_config}")
+        start = load_start(path, self.spaces, self.spec.acting, "PPO",
+                           "PPO starts from a categorical (Discrete) or plain Gaussian (Box) "
+                           "policy network: bc, marwil, ppo, iql (Box: actor_squashed=False)")
+        policy = start.params["policy"]
+        check_same_shapes(path, "policy network", policy,
+                          jax.device_get(self.state.params["policy"]),
+                          f"model_config {self.config.model_config}")
         params = {**jax.device_get(self.state.params), "policy": policy}
         self.state = self.dp.put_replicated(self.state._replace(params=params))
         self.fine_tuned_from = path
