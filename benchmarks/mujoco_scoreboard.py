@@ -1,6 +1,7 @@
-"""The scoreboard (not `mujoco.py`: run as a script, that name would shadow the `mujoco`
-package, benchmarks/ being first on sys.path): BC, CQL, IQL and TD3+BC on the MuJoCo data sets made here
-(`rljax-offline datasets make`), D4RL-normalized, against d3rlpy 2.8 on the same data.
+"""The scoreboard: BC, CQL, IQL and TD3+BC on the MuJoCo data sets made here
+(`rljax-offline datasets make`), D4RL-normalized, against d3rlpy 2.8 on the same data. (Not
+named `mujoco.py`: run as a script, benchmarks/ comes first on sys.path, and that name would
+shadow the `mujoco` package.)
 
 Each data set (made into `--data-root/NAME` when missing, from the env's cached SAC run) is
 trained on by each algorithm for several seeds, evaluated greedily after each tenth of the run
