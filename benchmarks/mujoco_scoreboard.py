@@ -48,12 +48,15 @@ def dataset(name: str, root: str, args) -> str:
     return path
 
 
-def cached_run(out: str, key: str, fn, *args, **kwargs) -> dict:
-    """The history saved under `key`, else `fn(*args, **kwargs)` saved there."""
+def cached_run(out: str, key: str, fn, *args, **kwargs) -> dict | None:
+    """The history saved under `key`, else `fn(*args, **kwargs)` saved there (None instead
+    with `fn=None`: a report of the finished runs only)."""
     path = os.path.join(out, key + ".json")
     if os.path.isfile(path):
         with open(path) as f:
             return json.load(f)
+    if fn is None:
+        return None
     history = fn(*args, **kwargs)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + ".tmp", "w") as f:
@@ -64,7 +67,9 @@ def cached_run(out: str, key: str, fn, *args, **kwargs) -> dict:
 
 def row(name: str, algo: str, ours: dict, theirs: dict | None) -> str:
     def cell(s):
-        return f"{s['level_mean']:.1f} +- {s['level_std']:.1f}" if s else "-"
+        if not s:
+            return "-"
+        return f"{s['level_mean']:.1f} +- {s['level_std']:.1f} ({len(s['seeds'])} seeds)"
 
     speed = f"{ours['updates_per_s']:.0f}"
     if theirs:
@@ -93,44 +98,64 @@ def main():
     ap.add_argument("--env-steps", type=int, default=30_000, help="SAC budget (making data)")
     ap.add_argument("--num-steps", type=int, default=50_000, help="data set size (making)")
     ap.add_argument("--data-seed", type=int, default=0, help="seed of the data (making)")
+    ap.add_argument("--report-only", action="store_true",
+                    help="table and plots from the finished runs in --runs, nothing trained")
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
+    names, algos = args.datasets.split(","), args.algos.split(",")
+    paths = {name: dataset(name, args.data_root, args) for name in names}
+
+    def history(library, name, algo, seed, train):
+        """One run's history (trained first when `train` and not yet in --runs)."""
+        d3 = D3RLPY_NAME[algo]
+        updates = args.cql_updates if algo == "cql" else args.updates
+        common = dict(evals=args.evals, eval_episodes=args.eval_episodes,
+                      batch_size=D3RLPY_BATCH[d3])
+        env_id = recipe(name).env_id
+        if library == "ours":
+            return cached_run(args.runs, f"{name}-ours-{algo}-{updates}-s{seed}",
+                              run_ours if train else None, paths[name], env_id,
+                              config_class(algo)(), updates, seed, **common)
+        return cached_run(args.runs, f"{name}-d3rlpy-{d3}-{updates}-s{seed}",
+                          run_d3rlpy if train else None, args.d3rlpy_python, paths[name],
+                          env_id, d3, updates, seed, **common)
+
+    libraries = ["ours"] + (["d3rlpy"] if args.d3rlpy_python else [])
+    if not args.report_only:  # seed by seed over every cell: a cut-short run has whole seeds
+        for seed in seeds:
+            for name in names:
+                for algo in algos:
+                    for library in libraries:
+                        history(library, name, algo, seed, True)
     lines = ["| data set | algorithm | updates | ours (normalized level) | d3rlpy 2.8.1 | "
              "updates/s ours vs d3rlpy |", "|---|---|---|---|---|---|"]
-    for name in args.datasets.split(","):
-        path = dataset(name, args.data_root, args)
-        meta = read_meta(path)
-        env_id = recipe(name).env_id
+    for name in names:
+        meta = read_meta(paths[name])
         norm = lambda r, m=meta: float(normalized_score(r, m))  # noqa: E731
         if meta["ref_max_score"] <= meta["ref_min_score"]:  # a SAC run that learned nothing
             print(json.dumps({"dataset": name, "warning": "raw returns: " + meta["notes"][0]}))
             norm = float
         runs = {}
-        for algo in args.algos.split(","):
-            d3 = D3RLPY_NAME[algo]
-            updates = args.cql_updates if algo == "cql" else args.updates
-            common = dict(evals=args.evals, eval_episodes=args.eval_episodes,
-                          batch_size=D3RLPY_BATCH[d3])
-            ours = [cached_run(args.runs, f"{name}-ours-{algo}-{updates}-s{s}", run_ours, path,
-                               env_id, config_class(algo)(), updates, s, **common)
-                    for s in seeds]
-            runs[f"ours {algo}"] = ours
-            theirs = None
-            if args.d3rlpy_python:
-                theirs = [cached_run(args.runs, f"{name}-d3rlpy-{d3}-{updates}-s{s}", run_d3rlpy,
-                                     args.d3rlpy_python, path, env_id, d3, updates, s, **common)
-                          for s in seeds]
-                runs[f"d3rlpy {d3}"] = theirs
-            s_ours = summary(ours, norm)
-            s_theirs = summary(theirs, norm) if theirs else None
+        for algo in algos:
+            found = {lib: [h for s in seeds if (h := history(lib, name, algo, s, False))]
+                     for lib in libraries}
+            if not found["ours"]:
+                continue
+            runs[f"ours {algo}"] = found["ours"]
+            if found.get("d3rlpy"):
+                runs[f"d3rlpy {D3RLPY_NAME[algo]}"] = found["d3rlpy"]
+            s_ours = summary(found["ours"], norm)
+            s_theirs = summary(found["d3rlpy"], norm) if found.get("d3rlpy") else None
             print(json.dumps({"dataset": name, "algo": algo, "ours": s_ours,
                               "d3rlpy": s_theirs}), flush=True)
             lines.append(row(name, algo, s_ours, s_theirs))
+        if not runs:
+            continue
         plot_runs(runs, os.path.join(args.out, f"{name}.png"), normalize=norm,
                   title=f"{name} ({meta['num_steps']} steps; normalized: 0 random, "
                         f"100 expert = {meta['ref_max_score']:.0f})")
-        data_level = norm(meta["return_mean"])
-        lines.append(f"| {name} | (the data's mean return) | | {data_level:.1f} | | |")
+        lines.append(f"| {name} | (the data's mean return) | | {norm(meta['return_mean']):.1f} "
+                     "| | |")
     table = "\n".join(lines)
     print(table)
     with open(os.path.join(args.out, "scoreboard.md"), "w") as f:

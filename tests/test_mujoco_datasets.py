@@ -180,3 +180,19 @@ def test_each_algorithm_trains_on_the_data(made, algo):
               if "loss" in k}
     assert losses and all(np.isfinite(v) for v in losses.values()), losses
 
+
+
+@pytest.mark.slow
+@mujoco_required
+@pytest.mark.parametrize("env", ["halfcheetah", "walker2d"])
+def test_the_other_envs_make_their_sets(env, tmp_path):
+    from rljax_offline.apps.mujoco_record import make_dataset
+    from rljax_offline.data import read_episodes
+
+    meta = make_dataset(f"{env}-random", str(tmp_path / "d"), cache_dir=str(tmp_path / "c"),
+                        env_steps=200, num_steps=200, eval_episodes=2, num_envs=2)
+    eps = read_episodes(str(tmp_path / "d"))
+    assert meta["env_id"] == recipe(f"{env}-random").env_id and len(eps) == meta["num_episodes"]
+    assert all(e.extra_model_outputs["action_dist_inputs"].shape == (len(e), 12) for e in eps)
+    if env == "halfcheetah":  # HalfCheetah never terminates: every episode is truncated
+        assert all(e.is_truncated and len(e) == 1000 for e in eps)
