@@ -61,7 +61,10 @@ class BehaviorRun:
     def actor(self, which: str):
         """The sampling actor (`explore=True`) of the `"medium"` or `"expert"` checkpoint."""
         algo = Algorithm.from_checkpoint(getattr(self, which)["checkpoint"])
-        return algo.actor(explore=True)
+        try:  # the actor holds its own copy of the params: the algorithm's envs can close
+            return algo.actor(explore=True)
+        finally:
+            algo.stop()
 
 
 def default_cache_dir() -> str:
