@@ -92,6 +92,8 @@ def main():
     ap.add_argument("--evals", type=int, default=10, help="evaluations per run")
     ap.add_argument("--eval-episodes", type=int, default=5)
     ap.add_argument("--d3rlpy-python", help="interpreter with d3rlpy 2.8 installed")
+    ap.add_argument("--d3rlpy-algos", default=None,
+                    help="the algorithms d3rlpy runs too (default: all of --algos)")
     ap.add_argument("--out", default=OUT, help="table and plots")
     ap.add_argument("--runs", default=os.path.join(CACHE, "mujoco_runs"),
                     help="each run's history (a rerun takes the finished ones from here)")
@@ -121,11 +123,12 @@ def main():
                           env_id, d3, updates, seed, **common)
 
     libraries = ["ours"] + (["d3rlpy"] if args.d3rlpy_python else [])
-    if not args.report_only:  # seed by seed over every cell: a cut-short run has whole seeds
-        for seed in seeds:
-            for name in names:
-                for algo in algos:
-                    for library in libraries:
+    d3rlpy_algos = args.d3rlpy_algos.split(",") if args.d3rlpy_algos else algos
+    if not args.report_only:  # ours first, then d3rlpy; seed by seed over every cell, so a
+        for library in libraries:  # cut-short run has whole seeds
+            for seed in seeds:
+                for name in names:
+                    for algo in algos if library == "ours" else d3rlpy_algos:
                         history(library, name, algo, seed, True)
     lines = ["| data set | algorithm | updates | ours (normalized level) | d3rlpy 2.8.1 | "
              "updates/s ours vs d3rlpy |", "|---|---|---|---|---|---|"]
