@@ -80,20 +80,50 @@ def d3rlpy_python(given: str | None) -> str | None:
     return sys.executable if importlib.util.find_spec("d3rlpy") is not None else None
 
 
+def kept(runs: str | None, key: str, make, reuse: bool = True) -> dict:
+    """`make()`'s history, saved as `runs/key.json`; with `runs` given, `reuse` and that file
+    there, the saved one (d3rlpy's runs do not change when ours does: `--runs` reuses them;
+    ours only with `--reuse-ours`, to tabulate runs made earlier with the same code)."""
+    path = os.path.join(runs, f"{key}.json") if runs else None
+    if reuse and path and os.path.exists(path):
+        with open(path) as f:
+            return {**json.load(f), "reused": path}
+    history = make()
+    if path:
+        os.makedirs(runs, exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(history, f)
+    return history
+
+
 def run_case(name: str, python: str, seeds: list[int], updates: int | None, evals: int,
-             eval_episodes: int, plots: str | None) -> dict:
+             eval_episodes: int, plots: str | None, runs: str | None = None,
+             sides: str = "both", reuse_ours: bool = False,
+             d3rlpy_seeds: list[int] | None = None) -> dict | None:
     case = CASES[name]
     n = updates or case.updates
     data, env_id = recording(case.recipe), RECIPES[case.recipe].env_id
     batch = D3RLPY_BATCH[case.d3rlpy_algo]
     ours, theirs = [], []
-    for seed in seeds:
-        ours.append(run_ours(data, env_id, case.ours, n, seed, evals=evals,
-                             eval_episodes=eval_episodes, batch_size=batch))
-        print(json.dumps({"case": name, **ours[-1]}), flush=True)
-        theirs.append(run_d3rlpy(python, data, env_id, case.d3rlpy_algo, n, seed, evals=evals,
-                                 eval_episodes=eval_episodes, batch_size=batch))
-        print(json.dumps({"case": name, **theirs[-1]}), flush=True)
+    d3rlpy_seeds = seeds if d3rlpy_seeds is None else d3rlpy_seeds
+    for seed in sorted(set(seeds) | set(d3rlpy_seeds)):
+        if sides in ("both", "ours") and seed in seeds:
+            ours.append(kept(runs, f"ours-{name}-s{seed}-u{n}-e{evals}x{eval_episodes}",
+                             lambda seed=seed: run_ours(data, env_id, case.ours, n, seed,
+                                                        evals=evals,
+                                                        eval_episodes=eval_episodes,
+                                                        batch_size=batch),
+                             reuse=reuse_ours))
+            print(json.dumps({"case": name, **ours[-1]}), flush=True)
+        if sides in ("both", "d3rlpy") and seed in d3rlpy_seeds:
+            theirs.append(kept(runs, f"d3rlpy-{name}-s{seed}-u{n}-e{evals}x{eval_episodes}",
+                               lambda seed=seed: run_d3rlpy(
+                                   python, data, env_id, case.d3rlpy_algo, n, seed,
+                                   evals=evals, eval_episodes=eval_episodes,
+                                   batch_size=batch)))
+            print(json.dumps({"case": name, **theirs[-1]}), flush=True)
+    if sides != "both":
+        return None
     row = {"case": name, "d3rlpy_algo": case.d3rlpy_algo, "batch_size": batch,
            "ours": summary(ours), "d3rlpy": summary(theirs)}
     row["x_d3rlpy"] = row["ours"]["updates_per_s"] / row["d3rlpy"]["updates_per_s"]
@@ -111,24 +141,35 @@ def main():
     ap.add_argument("--only", default="iql-pendulum,cql-cartpole,td3bc-pendulum,cql-pendulum,"
                     "bc-cartpole", help=f"comma-separated cases of {sorted(CASES)}")
     ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
+    ap.add_argument("--d3rlpy-seeds", help="d3rlpy's seeds when fewer fit (default: --seeds)")
     ap.add_argument("--updates", type=int, help="updates of every case (default: its own)")
     ap.add_argument("--evals", type=int, default=10, help="evaluations per run")
     ap.add_argument("--eval-episodes", type=int, default=10)
     ap.add_argument("--plots", default=FIGURES, help="folder for the PNGs ('' for none)")
     ap.add_argument("--d3rlpy-python", help="interpreter with d3rlpy 2.8 installed")
+    ap.add_argument("--runs", help="folder where d3rlpy's histories are saved and reused "
+                    "(same case, seed, updates and evaluations)")
+    ap.add_argument("--sides", default="both", choices=("both", "ours", "d3rlpy"),
+                    help="run one library only (no table): e.g. fill --runs with d3rlpy's")
+    ap.add_argument("--reuse-ours", action="store_true",
+                    help="also reuse our histories saved in --runs (a table of earlier runs)")
     args = ap.parse_args()
     python = d3rlpy_python(args.d3rlpy_python)
     if python is None:
         sys.exit("d3rlpy is not importable here: pass --d3rlpy-python (see the docstring)")
     seeds = [int(s) for s in args.seeds.split(",")]
     rows = [run_case(name, python, seeds, args.updates, args.evals, args.eval_episodes,
-                     args.plots or None) for name in args.only.split(",")]
-    print(f"\n{'case':15} {'updates':>7} {'seeds':>5} {'ours level':>16} "
+                     args.plots or None, args.runs, args.sides, args.reuse_ours,
+                     [int(s) for s in args.d3rlpy_seeds.split(",")] if args.d3rlpy_seeds
+                     else None)
+            for name in args.only.split(",")]
+    rows = [r for r in rows if r is not None]
+    print(f"\n{'case':15} {'updates':>7} {'seeds':>7} {'ours level':>16} "
           f"{'d3rlpy level':>16} {'ours best':>9} {'d3 best':>8} {'ours/s':>7} "
           f"{'d3rlpy/s':>8} {'ratio':>6}")
     for r in rows:
         o, d = r["ours"], r["d3rlpy"]
-        print(f"{r['case']:15} {o['updates']:7d} {len(o['seeds']):5d} "
+        print(f"{r['case']:15} {o['updates']:7d} {len(o['seeds']):3d}/{len(d['seeds']):<3d} "
               f"{o['level_mean']:8.1f} +- {o['level_std']:5.1f} "
               f"{d['level_mean']:8.1f} +- {d['level_std']:5.1f} {o['best']:9.1f} "
               f"{d['best']:8.1f} {o['updates_per_s']:7.1f} {d['updates_per_s']:8.1f} "

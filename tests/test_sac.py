@@ -1,7 +1,8 @@
 """SAC: its loss pieces (n-step targets, the soft TD target, the temperature loss, the entropy
 target), the on-device replay buffer (wrap-around, sampling only filled rows, under jit and
 not), the updates on a replicated buffer over 8 devices against 1, the online loop on
-Pendulum (output episodes, checkpoints, acting), offline-to-online starts and their refusals.
+Pendulum (output episodes, checkpoints, acting, export), discrete SAC's exact expectations,
+offline-to-online starts and their refusals, and (slow) SAC learning Pendulum.
 (Modes agree, 8 devices == 1 for one update, masked rows: `learner_testlib.ALGORITHM_CASES`.)"""
 
 import collections
@@ -25,9 +26,11 @@ from rljax_offline.data import read_episodes
 from rljax_offline.data.replay import make_replay_buffer
 from rljax_offline.episode.batch import EpisodeBatch
 from rljax_offline.episode.episode import Episode
+from rljax_offline.export import load_stablehlo
 from rljax_offline.learning.data_parallel import DataParallel, select_devices
 from rljax_offline.learning.init import init_state
 from rljax_offline.learning.losses import soft_td_target, target_entropy, temperature_loss
+from rljax_offline.models.actor_and_q import actor, q_ensemble
 
 SMALL = {"fcnet_hiddens": [16, 16]}
 BOX = (gym.spaces.Box(-5, 5, (3,), np.float32), gym.spaces.Box(-2, 2, (2,), np.float32))
@@ -43,7 +46,7 @@ def test_config_has_rllibs_names_and_defaults():
     assert (c.gamma, c.train_batch_size_per_learner, c.lr) == (0.99, 256, None)
     assert c.num_steps_sampled_before_learning_starts == 1500
     assert c.replay_buffer_config == {"capacity": 1_000_000}
-    assert (c.actor_lr, c.critic_lr, c.alpha_lr) == (3e-4, 3e-4, 3e-4)
+    assert (c.actor_lr, c.critic_lr, c.alpha_lr) == (3e-5, 3e-4, 3e-4)
     assert c.target_network_update_freq == 0 and c.training_intensity is None
     assert c.trains_online and c.updates_per_iteration == c.min_sample_timesteps_per_iteration
     assert c.training(training_intensity=512.0).updates_per_iteration == 200
@@ -61,17 +64,51 @@ def test_bad_options_are_one_line_config_errors(bad, match):
     assert "\n" not in str(e.value)
 
 
-def test_discrete_actions_and_recurrent_models_are_named_errors():
-    with pytest.raises(ConfigError, match="discrete SAC is not implemented"):
-        SACConfig().environment("CartPole-v1").build()
+def test_unbounded_actions_and_recurrent_models_are_named_errors():
+    unbounded = sp.to_spec(gym.spaces.Box(-np.inf, np.inf, (2,), np.float32))
+    with pytest.raises(ConfigError, match="needs a Box action space with finite bounds"):
+        SACConfig().check_spaces(sp.to_spec(BOX[0]), unbounded)
     with pytest.raises(ConfigError, match="no recurrent form"):
         SACConfig().rl_module(model_config={"use_lstm": True})
 
 
-def test_target_entropy_auto_is_minus_the_action_dimension():
+def test_target_entropy_auto_is_minus_the_action_dimension_or_near_log_n():
     assert target_entropy("auto", sp.to_spec(BOX[1])) == -2.0
     assert target_entropy("auto", sp.to_spec(gym.spaces.Box(-1, 1, (3, 2)))) == -6.0
     assert target_entropy(-0.5, sp.to_spec(BOX[1])) == -0.5
+    assert target_entropy("auto", sp.to_spec(gym.spaces.Discrete(4))) == pytest.approx(
+        0.98 * np.log(4))
+
+
+def test_discrete_losses_take_exact_expectations_over_the_actions():
+    """Discrete SAC: the critic's target is `r + gamma * sum_a pi(a|s') (min Q'(s', a) -
+    alpha log pi(a|s'))`, the actor's loss `sum_a pi(a|s) (alpha log pi(a|s) - min Q(s, a))`,
+    both exact sums (checked against networks built apart with the same config)."""
+    spaces = (gym.spaces.Box(-5, 5, (4,), np.float32), gym.spaces.Discrete(3))
+    config = SACConfig().training(initial_alpha=0.3).rl_module(model_config=SMALL)
+    spec = spec_for(config, spaces)
+    params = dict(init_state(spec.learning, 0).params)
+    params["target_q"] = jax.tree_util.tree_map(lambda x: 0.9 * x, params["q"])
+    batch = {k: jnp.asarray(v) for k, v in random_columns(
+        spec.data.columns, *spaces, 8, seed=4).items()}
+    keys = jax.random.split(jax.random.PRNGKey(0), 8)
+    obs_spec, act_spec = map(sp.to_spec, spaces)
+    policy = actor(obs_spec, act_spec, config.model_config)
+    q = q_ensemble(obs_spec, act_spec, config.model_config, True)
+
+    def expected(obs, q_params):
+        logpi = jax.nn.log_softmax(policy.apply(params["policy"], obs))
+        qmin = jnp.min(q.apply(q_params, obs), axis=0)
+        return jnp.sum(jnp.exp(logpi) * (qmin - 0.3 * logpi), -1), logpi, qmin
+
+    soft_next, _, _ = expected(batch["new_obs"], params["target_q"])
+    y = batch["rewards"] + 0.99 ** batch["n_step"] * (1 - batch["terminateds"]) * soft_next
+    _, metrics = spec.learning.losses[0].fn(params, batch, keys, None)
+    np.testing.assert_allclose(metrics["td_target_mean"], y, rtol=1e-5, atol=1e-5)
+    _, logpi, qmin = expected(batch["obs"], params["q"])
+    want = jnp.sum(jnp.exp(logpi) * (0.3 * logpi - qmin), -1)
+    loss, _ = spec.learning.losses[1].fn(params, batch, keys, None)
+    np.testing.assert_allclose(loss, want, rtol=1e-5, atol=1e-5)
 
 
 # ---------------------------------------------------------------------- loss pieces
@@ -141,13 +178,18 @@ def _rows(ids, width=2):
     return {"id": ids, "obs": np.repeat(ids[:, None], width, 1).astype(np.float32) + 0.5}
 
 
+# A few capacities, their buffers (and jitted functions) made once: one compile each.
+_BUFFERS = {c: make_replay_buffer(capacity=c, batch_size=64) for c in (1, 3, 8)}
+_JITTED = {c: (jax.jit(b.add), jax.jit(b.sample)) for c, b in _BUFFERS.items()}
+
+
 @pytest.mark.parametrize("jit", [False, True])
 @settings(max_examples=25, deadline=None)
-@given(capacity=st.integers(1, 9), adds=st.lists(st.integers(0, 12), min_size=1, max_size=6))
+@given(capacity=st.sampled_from(sorted(_BUFFERS)),
+       adds=st.lists(st.integers(0, 12), min_size=1, max_size=6))
 def test_buffer_wraps_around_and_samples_only_filled_rows(jit, capacity, adds):
-    buffer = make_replay_buffer(capacity=capacity, batch_size=64)
-    add = jax.jit(buffer.add) if jit else buffer.add
-    sample = jax.jit(buffer.sample) if jit else buffer.sample
+    buffer = _BUFFERS[capacity]
+    add, sample = _JITTED[capacity] if jit else (buffer.add, buffer.sample)
     width = 12  # one padded shape for every add; `count` says how many rows are real
     state = buffer.init(_rows(np.zeros(width)))
     model = collections.deque(maxlen=capacity)  # what the ring must hold
@@ -238,9 +280,12 @@ def test_online_loop_writes_episodes_checkpoints_and_acts(tmp_path):
     restored = Algorithm.from_checkpoint(ckpt)
     assert type(restored).__name__ == "SAC" and restored.env_steps_sampled == 500
     assert max_diff(jax.device_get(algo.state.params), jax.device_get(restored.state.params)) == 0
-    action = restored.actor(explore=True)
-    restored_actions = restored.compute_actions(np.zeros((4, 3), np.float32), explore=True)
-    assert action.explore and restored_actions.shape == (4, 1)
+    assert restored.actor(explore=True).explore
+    sampled = restored.compute_actions(np.zeros((64, 3), np.float32), explore=True)
+    assert sampled.shape == (64, 1) and np.std(sampled) > 0  # explore: sampled, not greedy
+    obs = np.random.default_rng(0).uniform(-1, 1, (16, 3)).astype(np.float32)
+    exported, _ = load_stablehlo(restored.export_policy(str(tmp_path / "sac.stablehlo")))(obs)
+    np.testing.assert_allclose(exported, restored.compute_actions(obs), atol=1e-5)
     assert restored.train()["num_env_steps_sampled_lifetime"] == 600
     restored.stop()
 
@@ -250,14 +295,16 @@ def test_online_loop_writes_episodes_checkpoints_and_acts(tmp_path):
 
 @pytest.fixture(scope="module")
 def offline_checkpoints(tmp_path_factory):
-    """Untrained (built and saved) CQL, IQL and TD3+BC checkpoints on Pendulum."""
+    """Untrained (built and saved) CQL, IQL and TD3+BC checkpoints on Pendulum, with another
+    seed (and CQL another temperature) than SAC's, so a start from them shows."""
     root = tmp_path_factory.mktemp("offline")
     paths = {}
-    for name, config in (("cql", CQLConfig()), ("iql", IQLConfig()),
+    for name, config in (("cql", CQLConfig().training(initial_alpha=0.5)), ("iql", IQLConfig()),
                          ("iql_plain", IQLConfig().training(actor_squashed=False)),
                          ("td3_bc", TD3BCConfig().training(normalize_observations=False)),
                          ("cql_single_q", CQLConfig().training(twin_q=False))):
-        algo = config.environment("Pendulum-v1").rl_module(model_config=SMALL).build()
+        algo = (config.environment("Pendulum-v1").rl_module(model_config=SMALL)
+                .debugging(seed=7).build())
         paths[name] = algo.save(str(root / name))
         algo.stop()
     return paths
@@ -270,8 +317,12 @@ def test_sac_starts_from_a_cql_checkpoint(offline_checkpoints):
     cql.stop()
     sac = _pendulum().training(init_from=path).build()
     got = jax.device_get(sac.state.params)
+    own = _pendulum().build()
+    fresh = jax.device_get(own.state.params)
+    own.stop()
     for net in ("policy", "q", "target_q", "log_alpha"):
         assert max_diff(want[net], got[net]) == 0, net
+        assert max_diff(fresh[net], got[net]) > 0, net  # not SAC's own init
     assert sac.started_from == path and sac.config.init_from is None
     assert sac.train()["started_from"] == path
     sac.stop()
@@ -293,7 +344,30 @@ def test_what_cannot_start_sac_is_a_one_line_policy_mismatch(offline_checkpoints
     assert "\n" not in str(e.value) and offline_checkpoints[name] in str(e.value)
 
 
-def test_other_network_shapes_cannot_start_sac(offline_checkpoints):
+def test_sac_takes_the_checkpoints_model_config_and_checks_shapes(offline_checkpoints):
+    path = offline_checkpoints["cql"]
+    sac = _pendulum().rl_module(model_config={"fcnet_hiddens": [8]}).training(
+        init_from=path).build()
+    assert sac.config.model_config["fcnet_hiddens"] == SMALL["fcnet_hiddens"]
+    sac.stop()
+    other = _pendulum().rl_module(model_config={"fcnet_hiddens": [8]}).build()
     with pytest.raises(PolicyMismatchError, match="policy network has other shapes"):
-        _pendulum().training(init_from=offline_checkpoints["cql"]).rl_module(
-            model_config={"fcnet_hiddens": [8]}).build()
+        other.start_from(path)  # what build() avoids by taking the checkpoint's model_config
+    other.stop()
+
+
+@pytest.mark.slow
+def test_sac_learns_pendulum():
+    """RLlib's defaults but the actor's learning rate (the critic's, 3e-4) and learning from
+    1000 steps: a random policy scores about -1200, the scripted expert about -150; after
+    6000 env steps (~50 s on 2 cores) SAC's greedy policy is well past halfway."""
+    algo = (SACConfig().environment("Pendulum-v1")
+            .training(num_steps_sampled_before_learning_starts=1000, actor_lr=3e-4)
+            .evaluation(evaluation_duration=10, evaluation_num_envs=10)
+            .learners(num_devices=1)).build()
+    while algo.env_steps_sampled < 6000:
+        algo.train()
+    level = algo.evaluate()["episode_return_mean"]
+    algo.stop()
+    print(f"SAC on Pendulum after 6000 env steps: greedy return {level:.1f}")
+    assert level > -400, level

@@ -27,9 +27,13 @@ def not_terminal(batch: dict) -> jax.Array:
     return 1.0 - step_rows(batch, "terminateds").astype(jnp.float32)
 
 
-def target_entropy(target: float | str | None, act_spec: sp.BoxSpec) -> float:
-    """SAC's automatic entropy target: `-dim(actions)` for "auto" or None."""
+def target_entropy(target: float | str | None, act_spec: sp.BoxSpec | sp.DiscreteSpec
+                   ) -> float:
+    """SAC's automatic entropy target for "auto" or None: `-dim(actions)` for Box actions,
+    `0.98 * log(n)` for `Discrete(n)` (RLlib's: near the uniform policy's entropy)."""
     if target in (None, "auto"):
+        if isinstance(act_spec, sp.DiscreteSpec):
+            return 0.98 * math.log(act_spec.n)
         return -float(math.prod(act_spec.shape) or 1)
     return float(target)
 

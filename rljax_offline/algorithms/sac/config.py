@@ -16,7 +16,10 @@ update). The actor is a tanh-squashed Gaussian scaled to the Box bounds (`models
 RLlib's and CQL's), so its samples are always valid env actions. CQL (`algorithms.cql`) is this
 learner plus its conservative term and shares these loss functions.
 
-Discrete actions (RLlib's discrete SAC) are not supported: a one-line `ConfigError`.
+Discrete actions (Christodoulou 2019, RLlib's discrete SAC): a categorical actor and Q
+networks with one output per action; the expectations over `a'` and `a` are exact sums over
+the actions (`sum_a pi(a|s) (...)`) instead of one draw, and "auto" targets an entropy of
+`0.98 * log |A|` (RLlib's).
 """
 
 from __future__ import annotations
@@ -41,9 +44,11 @@ from rljax_offline.algorithms.options import (
     unit_interval_open_left,
 )
 from rljax_offline.connectors.core import Connector, stateless
+from rljax_offline.learning import checkpoint as ckpt
 from rljax_offline.learning.losses import (
     soft_actor_loss,
     soft_td_target,
+    take_action,
     target_entropy,
     temperature_loss,
 )
@@ -114,7 +119,8 @@ class SACConfig(AlgorithmConfig):
                               "unused (RLlib sets it None): SAC has actor_lr, critic_lr, alpha_lr")
     train_batch_size_per_learner: int = option(256, "training", positive_int,
                                                "rows of one update, over all devices")
-    actor_lr: float = option(3e-4, "training", positive_float, "learning rate of the actor")
+    actor_lr: float = option(3e-5, "training", positive_float,
+                             "learning rate of the actor (RLlib's: a tenth of critic_lr)")
     critic_lr: float = option(3e-4, "training", positive_float,
                               "learning rate of the Q networks")
     alpha_lr: float = option(3e-4, "training", positive_float,
@@ -169,10 +175,9 @@ class SACConfig(AlgorithmConfig):
                 raise ConfigError(f"{name}: {key} must be None or a path, got {v!r}")
 
     def check_spaces(self, obs_spec, act_spec) -> None:
-        if not isinstance(act_spec, sp.BoxSpec):
-            raise ConfigError(f"SACConfig supports Box action spaces (a tanh-squashed Gaussian "
-                              f"actor); discrete SAC is not implemented, got {act_spec}")
-        check_bounded(act_spec, "SACConfig")
+        super().check_spaces(obs_spec, act_spec)
+        if isinstance(act_spec, sp.BoxSpec):
+            check_bounded(act_spec, "SACConfig (a tanh-squashed Gaussian actor)")
 
     @property
     def updates_per_iteration(self) -> int:
@@ -186,8 +191,8 @@ class SACConfig(AlgorithmConfig):
     def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
         self.check_spaces(obs_spec, act_spec)
         policy = actor(obs_spec, act_spec, self.model_config)
-        dist = policy.dist
         q = q_ensemble(obs_spec, act_spec, self.model_config, self.twin_q)
+        discrete = isinstance(act_spec, sp.DiscreteSpec)
         gamma, entropy = self.gamma, target_entropy(self.target_entropy, act_spec)
         log_alpha0 = math.log(self.initial_alpha)
 
@@ -196,26 +201,41 @@ class SACConfig(AlgorithmConfig):
             return {"policy": policy.init(k1), "q": q.init(k2),
                     "log_alpha": jnp.asarray(log_alpha0, jnp.float32)}
 
+        def pi_at(params, obs, rng):
+            """Box: an action drawn from pi(.|s) (reparameterised) and its logp;
+            Discrete: (None, log pi(.|s) [N, n])."""
+            inputs = policy.apply(params["policy"], obs)
+            if discrete:
+                return None, jax.nn.log_softmax(inputs, axis=-1)
+            return sample_per_example(policy.dist, inputs, rng)
+
+        def soft_value(params, q_name, obs, rng):
+            """`(min_k Q(s, a), logp(a|s))` for `a ~ pi(.|s)`: one draw (Box) or the exact
+            expectation over the actions (Discrete, as discrete SAC has it)."""
+            a, logp = pi_at(params, obs, rng)
+            if not discrete:
+                return jnp.min(q.apply(params[q_name], obs, a), axis=0), logp
+            pi = jnp.exp(logp)
+            q_all = jnp.min(q.apply(params[q_name], obs), axis=0)  # [N, n]
+            return jnp.sum(pi * q_all, axis=-1), jnp.sum(pi * logp, axis=-1)
+
         def critic_loss(params, batch, rng, axis):
-            alpha = jnp.exp(params["log_alpha"])
-            next_inputs = policy.apply(params["policy"], batch["new_obs"])
-            next_a, next_logp = sample_per_example(dist, next_inputs, rng)
-            next_q = jnp.min(q.apply(params["target_q"], batch["new_obs"], next_a), axis=0)
-            y = soft_td_target(batch, next_q, next_logp, alpha, gamma)
-            qs = q.apply(params["q"], batch["obs"], batch["actions"])  # [k, N]
+            next_q, next_logp = soft_value(params, "target_q", batch["new_obs"], rng)
+            y = soft_td_target(batch, next_q, next_logp, jnp.exp(params["log_alpha"]), gamma)
+            qs = (take_action(q.apply(params["q"], batch["obs"]), batch["actions"]) if discrete
+                  else q.apply(params["q"], batch["obs"], batch["actions"]))  # [k, N]
             loss = jnp.sum((qs - y) ** 2, axis=0)
             return loss, {"qf_loss": loss, "qf_mean": qs.mean(0), "td_target_mean": y}
 
         def actor_loss(params, batch, rng, axis):
-            a, logp = sample_per_example(dist, policy.apply(params["policy"], batch["obs"]),
-                                         rng)
-            q_pi = jnp.min(q.apply(params["q"], batch["obs"], a), axis=0)
+            q_pi, logp = soft_value(params, "q", batch["obs"], rng)
             loss = soft_actor_loss(jnp.exp(params["log_alpha"]), logp, q_pi)
             return loss, {"policy_loss": loss, "logp": logp}
 
         def alpha_loss(params, batch, rng, axis):
-            _, logp = sample_per_example(dist, policy.apply(params["policy"], batch["obs"]),
-                                         rng)
+            _, logp = pi_at(params, batch["obs"], rng)
+            if discrete:
+                logp = jnp.sum(jnp.exp(logp) * logp, axis=-1)
             loss = temperature_loss(params["log_alpha"], logp, entropy)
             return loss, {"alpha_loss": loss, "alpha_value": jnp.exp(params["log_alpha"])}
 
@@ -230,17 +250,20 @@ class SACConfig(AlgorithmConfig):
             targets={"target_q": "q"}, tau=self.tau,
             target_update_period=max(1, self.target_network_update_freq))
         acting = ActingSpec(act=lambda params, obs: policy.apply(params["policy"], obs),
-                            dist=dist, policy=policy)
+                            dist=policy.dist, policy=policy)
         return AlgorithmSpec(learning, acting, DataSpec(
             columns=SAC_COLUMNS, learner_connector=(n_step_returns(self.n_step, gamma),)))
 
     def build(self):
         """The online `SAC` algorithm; with `init_from`, started from that checkpoint's actor
-        and Q networks (`SAC.start_from`). The built algorithm's config names no checkpoint:
-        its own checkpoints hold the started-from weights."""
+        and Q networks (`SAC.start_from`), taking its `model_config` (its weights fix the
+        architecture; `twin_q` stays this config's, checked). The built algorithm's config
+        names no checkpoint: its own checkpoints hold the started-from weights."""
         if self.init_from is None:
             return AlgorithmConfig.build(self)
-        algo = AlgorithmConfig.build(dataclasses.replace(self, init_from=None))
+        saved = ckpt.load_meta(self.init_from).get("config", {})
+        algo = AlgorithmConfig.build(dataclasses.replace(
+            self, init_from=None, model_config=saved.get("model_config", self.model_config)))
         try:
             algo.start_from(self.init_from)
         except BaseException:
