@@ -92,6 +92,10 @@ def main():
     ap.add_argument("--evals", type=int, default=10, help="evaluations per run")
     ap.add_argument("--eval-episodes", type=int, default=5)
     ap.add_argument("--d3rlpy-python", help="interpreter with d3rlpy 2.8 installed")
+    ap.add_argument("--d3rlpy-threads", type=int, default=1,
+                    help="torch's threads in d3rlpy's interpreter (OMP_NUM_THREADS; 0: torch's "
+                         "default). On this shared 2-core CPU its default two threads ran BC "
+                         "at 7.9 updates/s, one thread at ~250")
     ap.add_argument("--d3rlpy-algos", default=None,
                     help="the algorithms d3rlpy runs too (default: all of --algos)")
     ap.add_argument("--out", default=OUT, help="table and plots")
@@ -104,6 +108,8 @@ def main():
                     help="table and plots from the finished runs in --runs, nothing trained")
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
+    if args.d3rlpy_threads:  # the worker's interpreter inherits this process's environment
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(args.d3rlpy_threads)
     names, algos = args.datasets.split(","), args.algos.split(",")
     paths = {name: dataset(name, args.data_root, args) for name in names}
 
