@@ -161,8 +161,8 @@ def main():
         if not runs:
             continue
         plot_runs(runs, os.path.join(args.out, f"{name}.png"), normalize=norm,
-                  title=f"{name} ({meta['num_steps']} steps; normalized: 0 random, "
-                        f"100 expert = {meta['ref_max_score']:.0f})")
+                  title=f"{name}, {meta['num_steps']} steps (0 random, 100 expert "
+                        f"= {meta['ref_max_score']:.0f})")
         lines.append(f"| {name} | (the data's mean return) | | {norm(meta['return_mean']):.1f} "
                      "| | |")
     table = "\n".join(lines)
