@@ -137,6 +137,17 @@ def test_cli_lists_and_refuses_an_existing_output(made, tmp_path):
 
     with pytest.raises(OutputExistsError, match="not an empty folder"):
         make_dataset("hopper-random", made[1]["random"], **SMALL)
+    # `make` through the CLI, on the fixture's cached SAC run: the same data as the API's
+    out = tmp_path / "cli"
+    done = subprocess.run(
+        [sys.executable, "-m", "rljax_offline.cli", "datasets", "make", "hopper-random",
+         "--output", str(out), "--cache-dir", str(made[0] / "cache"), "--seed", "3", "--quiet",
+         *(f"--{k.replace('_', '-')}={v}" for k, v in SMALL.items())],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout.splitlines()[-1])
+    assert printed["num_steps"] == read_meta(made[1]["random"])["num_steps"]
+    assert printed["ref_max_score"] == read_meta(made[1]["random"])["ref_max_score"]
 
 
 @mujoco_required
