@@ -135,16 +135,19 @@ def run_case(name: str, python: str, seeds: list[int], updates: int | None, eval
             theirs += [h] if h else []
             print(json.dumps({"case": name, **(h or {"missing": f"d3rlpy seed {seed}"})}),
                   flush=True)
-    if sides not in ("both", "saved") or not ours or not theirs:
+    if sides not in ("both", "saved"):
+        return None
+    if plots and (ours or theirs):
+        runs_by_label = {f"ours ({case.ours.algo_name})": ours,
+                         f"d3rlpy {case.d3rlpy_algo}": theirs}
+        plot_runs({k: v for k, v in runs_by_label.items() if v},
+                  os.path.join(plots, f"{name}.png"),
+                  title=f"{name}: {case.recipe}, batch {batch}")
+    if not ours or not theirs:
         return None
     row = {"case": name, "d3rlpy_algo": case.d3rlpy_algo, "batch_size": batch,
            "ours": summary(ours), "d3rlpy": summary(theirs)}
     row["x_d3rlpy"] = row["ours"]["updates_per_s"] / row["d3rlpy"]["updates_per_s"]
-    if plots:
-        row["plot"] = plot_runs({f"ours ({case.ours.algo_name})": ours,
-                                 f"d3rlpy {case.d3rlpy_algo}": theirs},
-                                os.path.join(plots, f"{name}.png"),
-                                title=f"{name}: {case.recipe}, batch {batch}")
     print(json.dumps({"summary": row}), flush=True)
     return row
 
