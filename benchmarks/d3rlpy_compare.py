@@ -191,6 +191,15 @@ def main():
               f"{d['level_mean']:8.1f} +- {d['level_std']:5.1f} {o['best']:9.1f} "
               f"{d['best']:8.1f} {o['updates_per_s']:7.1f} {d['updates_per_s']:8.1f} "
               f"{r['x_d3rlpy']:5.1f}x")
+    print("\n| case | updates | seeds ours / d3rlpy | level ours | level d3rlpy | best ours / "
+          "d3rlpy | updates/s ours / d3rlpy | ratio |\n|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        o, d = r["ours"], r["d3rlpy"]
+        print(f"| {r['case']} | {o['updates']:,} | {len(o['seeds'])} / {len(d['seeds'])} | "
+              f"{o['level_mean']:.1f} +- {o['level_std']:.1f} | "
+              f"{d['level_mean']:.1f} +- {d['level_std']:.1f} | {o['best']:.1f} / "
+              f"{d['best']:.1f} | {o['updates_per_s']:.1f} / {d['updates_per_s']:.1f} | "
+              f"{r['x_d3rlpy']:.1f}x |")
 
 
 if __name__ == "__main__":
