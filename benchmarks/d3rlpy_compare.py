@@ -80,6 +80,17 @@ def d3rlpy_python(given: str | None) -> str | None:
     return sys.executable if importlib.util.find_spec("d3rlpy") is not None else None
 
 
+def saved(runs: str | None, key: str, make, reuse: bool = True) -> dict | None:
+    """With `make` None (`--sides saved`): the saved history or None, nothing run."""
+    if make is None:
+        path = os.path.join(runs or "", f"{key}.json")
+        if not os.path.exists(path):
+            return None
+        with open(path) as f:
+            return {**json.load(f), "reused": path}
+    return kept(runs, key, make, reuse)
+
+
 def kept(runs: str | None, key: str, make, reuse: bool = True) -> dict:
     """`make()`'s history, saved as `runs/key.json`; with `runs` given, `reuse` and that file
     there, the saved one (d3rlpy's runs do not change when ours does: `--runs` reuses them;
@@ -106,32 +117,37 @@ def run_case(name: str, python: str, seeds: list[int], updates: int | None, eval
     batch = D3RLPY_BATCH[case.d3rlpy_algo]
     ours, theirs = [], []
     d3rlpy_seeds = seeds if d3rlpy_seeds is None else d3rlpy_seeds
+    only_saved = sides == "saved"
     for seed in sorted(set(seeds) | set(d3rlpy_seeds)):
-        if sides in ("both", "ours") and seed in seeds:
-            ours.append(kept(runs, f"ours-{name}-s{seed}-u{n}-e{evals}x{eval_episodes}",
-                             lambda seed=seed: run_ours(data, env_id, case.ours, n, seed,
-                                                        evals=evals,
-                                                        eval_episodes=eval_episodes,
-                                                        batch_size=batch),
-                             reuse=reuse_ours))
-            print(json.dumps({"case": name, **ours[-1]}), flush=True)
-        if sides in ("both", "d3rlpy") and seed in d3rlpy_seeds:
-            theirs.append(kept(runs, f"d3rlpy-{name}-s{seed}-u{n}-e{evals}x{eval_episodes}",
-                               lambda seed=seed: run_d3rlpy(
-                                   python, data, env_id, case.d3rlpy_algo, n, seed,
-                                   evals=evals, eval_episodes=eval_episodes,
-                                   batch_size=batch)))
-            print(json.dumps({"case": name, **theirs[-1]}), flush=True)
-    if sides != "both":
+        if sides in ("both", "ours", "saved") and seed in seeds:
+            h = saved(runs, f"ours-{name}-s{seed}-u{n}-e{evals}x{eval_episodes}",
+                      None if only_saved else lambda seed=seed: run_ours(
+                          data, env_id, case.ours, n, seed, evals=evals,
+                          eval_episodes=eval_episodes, batch_size=batch), reuse=reuse_ours)
+            ours += [h] if h else []
+            print(json.dumps({"case": name, **(h or {"missing": f"ours seed {seed}"})}),
+                  flush=True)
+        if sides in ("both", "d3rlpy", "saved") and seed in d3rlpy_seeds:
+            h = saved(runs, f"d3rlpy-{name}-s{seed}-u{n}-e{evals}x{eval_episodes}",
+                      None if only_saved else lambda seed=seed: run_d3rlpy(
+                          python, data, env_id, case.d3rlpy_algo, n, seed, evals=evals,
+                          eval_episodes=eval_episodes, batch_size=batch))
+            theirs += [h] if h else []
+            print(json.dumps({"case": name, **(h or {"missing": f"d3rlpy seed {seed}"})}),
+                  flush=True)
+    if sides not in ("both", "saved"):
+        return None
+    if plots and (ours or theirs):
+        runs_by_label = {f"ours ({case.ours.algo_name})": ours,
+                         f"d3rlpy {case.d3rlpy_algo}": theirs}
+        plot_runs({k: v for k, v in runs_by_label.items() if v},
+                  os.path.join(plots, f"{name}.png"),
+                  title=f"{name}: {case.recipe}, batch {batch}")
+    if not ours or not theirs:
         return None
     row = {"case": name, "d3rlpy_algo": case.d3rlpy_algo, "batch_size": batch,
            "ours": summary(ours), "d3rlpy": summary(theirs)}
     row["x_d3rlpy"] = row["ours"]["updates_per_s"] / row["d3rlpy"]["updates_per_s"]
-    if plots:
-        row["plot"] = plot_runs({f"ours ({case.ours.algo_name})": ours,
-                                 f"d3rlpy {case.d3rlpy_algo}": theirs},
-                                os.path.join(plots, f"{name}.png"),
-                                title=f"{name}: {case.recipe}, batch {batch}")
     print(json.dumps({"summary": row}), flush=True)
     return row
 
@@ -149,13 +165,14 @@ def main():
     ap.add_argument("--d3rlpy-python", help="interpreter with d3rlpy 2.8 installed")
     ap.add_argument("--runs", help="folder where d3rlpy's histories are saved and reused "
                     "(same case, seed, updates and evaluations)")
-    ap.add_argument("--sides", default="both", choices=("both", "ours", "d3rlpy"),
-                    help="run one library only (no table): e.g. fill --runs with d3rlpy's")
+    ap.add_argument("--sides", default="both", choices=("both", "ours", "d3rlpy", "saved"),
+                    help="run one library only (no table): e.g. fill --runs with d3rlpy's; "
+                    "saved: run nothing, tabulate the histories saved in --runs")
     ap.add_argument("--reuse-ours", action="store_true",
                     help="also reuse our histories saved in --runs (a table of earlier runs)")
     args = ap.parse_args()
     python = d3rlpy_python(args.d3rlpy_python)
-    if python is None:
+    if python is None and args.sides in ("both", "d3rlpy"):
         sys.exit("d3rlpy is not importable here: pass --d3rlpy-python (see the docstring)")
     seeds = [int(s) for s in args.seeds.split(",")]
     rows = [run_case(name, python, seeds, args.updates, args.evals, args.eval_episodes,
@@ -174,6 +191,15 @@ def main():
               f"{d['level_mean']:8.1f} +- {d['level_std']:5.1f} {o['best']:9.1f} "
               f"{d['best']:8.1f} {o['updates_per_s']:7.1f} {d['updates_per_s']:8.1f} "
               f"{r['x_d3rlpy']:5.1f}x")
+    print("\n| case | updates | seeds ours / d3rlpy | level ours | level d3rlpy | best ours / "
+          "d3rlpy | updates/s ours / d3rlpy | ratio |\n|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        o, d = r["ours"], r["d3rlpy"]
+        print(f"| {r['case']} | {o['updates']:,} | {len(o['seeds'])} / {len(d['seeds'])} | "
+              f"{o['level_mean']:.1f} +- {o['level_std']:.1f} | "
+              f"{d['level_mean']:.1f} +- {d['level_std']:.1f} | {o['best']:.1f} / "
+              f"{d['best']:.1f} | {o['updates_per_s']:.1f} / {d['updates_per_s']:.1f} | "
+              f"{r['x_d3rlpy']:.1f}x |")
 
 
 if __name__ == "__main__":

@@ -25,11 +25,13 @@ CHECKPOINT_FORMAT = 2
 STREAM_FILE = "stream.msgpack"
 
 
-def save(algo: Any, path: str) -> str:  # algo: an `Algorithm` (the facade imports this module)
-    """An atomic checkpoint of `algo`, the stream cursor of streamed data included. In a
-    multi-process run every process calls it (each hands over its own cursor) and process 0
-    alone writes."""
+def save(algo: Any, path: str, extra_files: dict[str, bytes] | None = None) -> str:
+    """An atomic checkpoint of `algo` (an `Algorithm`: the facade imports this module), the
+    stream cursor of streamed data included, with the algorithm's `extra_files` (name ->
+    bytes, read back with `learning.checkpoint.load_file`). In a multi-process run every
+    process calls it (each hands over its own cursor) and process 0 alone writes."""
     stream, files = _stream_checkpoint(algo.data)  # a collective: before the writer check
+    files = {**files, **(extra_files or {})}
     if not distributed.is_writer():
         return path
     meta = {"format": CHECKPOINT_FORMAT, "algorithm": algo.algo_name,

@@ -20,28 +20,33 @@ targets (and the temperature, where the checkpoint learned one: CQL) start from 
 SAC checkpoint with a tanh-squashed actor and as many Q networks (`twin_q`); anything else is
 a one-line `PolicyMismatchError` saying why (`algorithms.fine_tuning`).
 
-The replay buffer is not saved with a checkpoint (RLlib's default,
-`store_buffer_in_checkpoints=False`): a restored SAC refills it for
+The replay buffer is saved with a checkpoint only with `store_buffer_in_checkpoints=True`
+(RLlib's name and default, False): without it a restored SAC refills its buffer for
 `num_steps_sampled_before_learning_starts` steps before it updates again.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import time
 
 import jax
 import numpy as np
+from flax import serialization
 
 from rljax_offline.acting.env_runner import EnvRunner
+from rljax_offline.algorithms import checkpointing
 from rljax_offline.algorithms.algorithm import MODULE_ID, Algorithm
 from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.algorithms.fine_tuning import check_same_shapes, load_start
 from rljax_offline.data import EpisodeWriter
-from rljax_offline.data.replay import make_replay_buffer
+from rljax_offline.data.replay import ReplayState, make_replay_buffer
 from rljax_offline.errors import PolicyMismatchError
+from rljax_offline.learning import checkpoint as ckpt
 
+BUFFER_FILE = "replay_buffer.msgpack"
 _STARTS_SAC = ("SAC starts from a Box policy with a tanh-squashed Gaussian actor and Q "
                "networks: cql, iql (actor_squashed=True), sac")
 
@@ -224,15 +229,29 @@ class SAC(Algorithm):
     # ------------------------------------------------------------------ checkpoints
 
     def save(self, path: str) -> str:
-        """A checkpoint (the replay buffer not in it); the output file written so far is
-        finished too, so the episodes sampled up to here are on disk."""
+        """A checkpoint, with the replay buffer when `store_buffer_in_checkpoints`; the
+        output file written so far is finished too, so the episodes sampled up to here are
+        on disk."""
         self._close_output()
-        return super().save(path)
+        files = {}
+        if self.config.store_buffer_in_checkpoints and self._buffer_state is not None:
+            files[BUFFER_FILE] = serialization.msgpack_serialize(
+                {"rows_added": self.rows_added, "rows_per_add": self._rows_per_add,
+                 "buffer": jax.device_get({f.name: getattr(self._buffer_state, f.name)
+                                           for f in dataclasses.fields(ReplayState)})})
+        return checkpointing.save(self, path, files)
 
     def restore(self, path: str) -> None:
         super().restore(path)
         last = self.history[-1] if self.history else {}
         self.env_steps_sampled = int(last.get("num_env_steps_sampled_lifetime", 0))
+        raw = ckpt.load_file(path, BUFFER_FILE) if self.config.store_buffer_in_checkpoints \
+            else None
+        if raw is not None:
+            saved = serialization.msgpack_restore(raw)
+            self._buffer_state = self.dp.put_replicated(ReplayState(**saved["buffer"]))
+            self.rows_added, self._rows_per_add = (int(saved["rows_added"]),
+                                                   int(saved["rows_per_add"]))
 
     def stop(self) -> None:
         """Closes the envs and finishes the output file (unfinished episodes are not

@@ -130,7 +130,8 @@ class SACConfig(AlgorithmConfig):
                         "Polyak weight of the target Q update")
     initial_alpha: float = option(1.0, "training", positive_float, "initial entropy coefficient")
     target_entropy: float | str = option("auto", "training", auto_or_number,
-                                         "entropy target; 'auto' is -dim(actions)")
+                                         "entropy target; 'auto': -dim(actions) (Box), "
+                                         "0.98 log n (Discrete(n))")
     n_step: int = option(1, "training", positive_int, "steps of the TD target's rewards")
     target_network_update_freq: int = option(0, "training", non_negative_int,
                                              "updates between target updates (0: every one)")
@@ -138,6 +139,9 @@ class SACConfig(AlgorithmConfig):
         1500, "training", non_negative_int, "env steps sampled before the first update")
     replay_buffer_config: dict = option({"capacity": 1_000_000}, "training", replay_capacity,
                                         "the replay buffer: {'capacity': rows}")
+    store_buffer_in_checkpoints: bool = option(
+        False, "training", boolean, "save the replay buffer with every checkpoint (a restored "
+        "run then updates at once on the same rows)")
     training_intensity: float | None = option(
         None, "training", optional(positive_float), "trained / sampled steps, i.e. updates x "
         "train_batch_size_per_learner per env step (None: one update per env step)")
