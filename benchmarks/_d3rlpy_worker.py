@@ -40,6 +40,7 @@ def main():
     ap.add_argument("--evals", type=int, default=5)
     ap.add_argument("--eval-episodes", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--batch-size", type=int, help="d3rlpy's default when not given")
     args = ap.parse_args()
     d3rlpy.seed(args.seed)
     data = np.load(args.data)
@@ -50,6 +51,8 @@ def main():
             minimum=env.action_space.low, maximum=env.action_space.high)
     if args.algo in STANDARD_OBSERVATIONS:
         kwargs["observation_scaler"] = d3rlpy.preprocessing.StandardObservationScaler()
+    if args.batch_size:
+        kwargs["batch_size"] = args.batch_size
     config = ALGOS[args.algo](**kwargs)
     dataset = d3rlpy.dataset.MDPDataset(
         data["observations"], data["actions"], data["rewards"], data["terminals"],

@@ -1,23 +1,25 @@
-"""rljax_offline against d3rlpy 2.8 on the same data, in the same command.
+"""rljax_offline against d3rlpy 2.8 at convergence, on the same data, in the same command.
 
-For each case both libraries train on the same recording (`rljax_offline.apps.recipes`' mixed
-CartPole and Pendulum recipes, read from our Parquet; d3rlpy gets the same transitions as an
-`MDPDataset`) with the same batch size and number of updates, and both evaluate the greedy
-policy in the env after each fifth of the updates. d3rlpy runs at its defaults, with Box
-actions scaled to the env's bounds (`MinMaxActionScaler`), as a fair comparison needs; ours
-runs at RLlib's defaults except the few settings each case lists (printed with the row).
+Each case trains ours and d3rlpy's matching algorithm on the same recording
+(`rljax_offline.apps.recipes`' mixed-quality CartPole and Pendulum sets, our Parquet; d3rlpy
+gets the same transitions as an `MDPDataset`), with the same batch size (d3rlpy's default) and
+number of updates, several seeds, and evaluates the greedy policy on 10 episodes after each
+tenth of the run (`_offline_runs.py`). d3rlpy runs at its defaults (Box actions scaled to the
+env's bounds with `MinMaxActionScaler`, TD3+BC with its standard observation scaler); ours at
+our defaults, which the README's d3rlpy section compares with RLlib's and d3rlpy's.
 
-Printed per case: updates/s of each, reduced the same way for both from each part's mean time
-per update (ours from the learner's timer, d3rlpy's from its own `time_step`; evaluation
-excluded): `steady` leaves the first part out for both (ours compiles in it), `all` keeps every
-part for both; their ratios, each run's level (the mean of its last three evaluations: what
-to compare, at the same number of updates) and its final and best returns.
+Printed per case: the level (mean of the last three evaluations) as mean +- std over seeds
+for each library, the best single evaluation (information only: one evaluation is noise),
+updates/s of each (each part's mean time per update, evaluation and the first, compiling part
+excluded, the same reduction for both) and their ratio. Plots of evaluations over updates
+(seeds thin, mean thick) go to `--plots`.
 
 d3rlpy is never our dependency: it runs in the interpreter given by `--d3rlpy-python` (or
 `$D3RLPY_PYTHON`, or this one when it can import d3rlpy), through `_d3rlpy_worker.py`:
 
     python -m venv /tmp/d3 && /tmp/d3/bin/pip install d3rlpy==2.8.1
-    python benchmarks/d3rlpy_compare.py --d3rlpy-python /tmp/d3/bin/python [--only cql-cartpole]
+    python benchmarks/d3rlpy_compare.py --d3rlpy-python /tmp/d3/bin/python \\
+        [--only iql-pendulum] [--seeds 0,1,2] [--updates 5000]
 """
 
 from __future__ import annotations
@@ -26,48 +28,41 @@ import argparse
 import importlib.util
 import json
 import os
-import subprocess
 import sys
-import tempfile
 from typing import NamedTuple
 
-import numpy as np
+from _offline_runs import (
+    CACHE,
+    D3RLPY_BATCH,
+    plot_runs,
+    run_d3rlpy,
+    run_ours,
+    summary,
+)
 
 from rljax_offline import BCConfig, CQLConfig, IQLConfig
 from rljax_offline.algorithms.td3_bc import TD3BCConfig
-from rljax_offline.data import read_episodes
 from rljax_offline.apps.recipes import RECIPES, record_mixed
 
-CACHE = os.path.join(tempfile.gettempdir(), "rljax_offline_bench")
-WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_d3rlpy_worker.py")
-# d3rlpy 2.8's default batch sizes: ours uses the same, so an update is the same work.
-D3RLPY_BATCH = {"DiscreteBC": 100, "BC": 100, "DiscreteCQL": 32, "CQL": 256, "IQL": 256,
-                "TD3PlusBC": 256}
+FIGURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "figures")
 
 
 class Case(NamedTuple):
     recipe: str
     d3rlpy_algo: str
-    ours: object  # an AlgorithmConfig
-    ours_changes: dict  # our settings that differ from RLlib's defaults (printed)
+    ours: object  # an AlgorithmConfig at our defaults (plus the listed changes)
     updates: int
 
 
-IQL_CHANGES = {"beta": 10.0, "expectile": 0.9, "critic_lr": 1e-3, "value_lr": 1e-3,
-               "actor_lr": 1e-3, "tau": 0.005}
 CASES = {
-    "bc-cartpole": Case("cartpole-mixed", "DiscreteBC", BCConfig(), {"lr": 1e-3}, 2000),
-    "cql-cartpole": Case("cartpole-mixed", "DiscreteCQL", CQLConfig(),
-                         {"target_network_update_freq": 500}, 10000),
-    "bc-pendulum": Case("pendulum-mixed", "BC", BCConfig(), {"lr": 1e-3}, 2000),
-    "iql-pendulum": Case("pendulum-mixed", "IQL", IQLConfig(),
-                         {**IQL_CHANGES, "actor_squashed": False}, 2000),
-    "cql-pendulum": Case("pendulum-mixed", "CQL", CQLConfig(),
-                         {"bc_iters": 200, "actor_lr": 1e-3}, 1000),
-    # TD3+BC's defaults are d3rlpy's (RLlib has none): nothing to change.
-    "td3bc-pendulum": Case("pendulum-mixed", "TD3PlusBC", TD3BCConfig(), {}, 20000),
+    "iql-pendulum": Case("pendulum-mixed", "IQL", IQLConfig(), 20000),
+    "cql-cartpole": Case("cartpole-mixed", "DiscreteCQL", CQLConfig(), 20000),
+    "td3bc-pendulum": Case("pendulum-mixed", "TD3PlusBC", TD3BCConfig(), 20000),
+    "cql-pendulum": Case("pendulum-mixed", "CQL", CQLConfig(), 6000),
+    "bc-cartpole": Case("cartpole-mixed", "DiscreteBC", BCConfig(), 20000),
+    "bc-pendulum": Case("pendulum-mixed", "BC", BCConfig(), 20000),
+    "iql-cartpole": Case("cartpole-mixed", "IQL", IQLConfig(), 20000),
 }
-LEVEL_EVALS = 3  # a run's level: the mean of its last evaluations, never the best one
 
 
 def recording(recipe: str) -> str:
@@ -75,66 +70,6 @@ def recording(recipe: str) -> str:
     if not os.path.isdir(path):
         record_mixed(recipe, path)
     return path
-
-
-def transitions_npz(recipe: str) -> str:
-    """The recording as d3rlpy's MDPDataset arrays (each episode's last observation, which
-    has no action, is left out; its end is a terminal or a timeout)."""
-    out = os.path.join(CACHE, f"{recipe}.npz")
-    if os.path.exists(out):
-        return out
-    obs, act, rew, term, tout = [], [], [], [], []
-    for ep in read_episodes(recording(recipe)):
-        n = len(ep)
-        obs.append(np.asarray(ep.get_observations(slice(0, n))))
-        act.append(np.asarray(ep.get_actions()))
-        rew.append(np.asarray(ep.get_rewards(), np.float32))
-        end = np.zeros(n, np.float32)
-        end[-1] = 1.0
-        term.append(end * ep.is_terminated)
-        tout.append(end * (not ep.is_terminated))
-    np.savez(out, observations=np.concatenate(obs).astype(np.float32),
-             actions=np.concatenate(act), rewards=np.concatenate(rew),
-             terminals=np.concatenate(term), timeouts=np.concatenate(tout))
-    return out
-
-
-def run_ours(case: Case, evals: int, eval_episodes: int, seed: int) -> dict:
-    per_eval = case.updates // evals
-    config = (case.ours.environment(RECIPES[case.recipe].env_id)
-              .offline_data(input_=recording(case.recipe))
-              .training(train_batch_size_per_learner=D3RLPY_BATCH[case.d3rlpy_algo],
-                        num_updates_per_iteration=per_eval, **case.ours_changes)
-              .learners(num_devices=1)
-              .evaluation(evaluation_interval=1, evaluation_duration=eval_episodes)
-              .debugging(seed=seed))
-    algo = config.build()
-    returns, step_s = [], []
-    for _ in range(evals):
-        result = algo.train()
-        step_s.append(result["learners"]["__all_modules__"]["learner_update_timer"])
-        returns.append(result["evaluation"]["env_runners"]["episode_return_mean"])
-    algo.stop()
-    return {"library": "rljax_offline", "updates": per_eval * evals,
-            "step_s_per_part": step_s, "returns": returns}
-
-
-def updates_per_s(step_s_per_part: list[float]) -> dict:
-    """The same reduction for both libraries: 1 / the mean per-update time of the parts,
-    without the first part (`steady`; ours compiles in it) and with every part (`all`)."""
-    steady = step_s_per_part[1:] or step_s_per_part
-    return {"steady": len(steady) / sum(steady),
-            "all": len(step_s_per_part) / sum(step_s_per_part)}
-
-
-def run_d3rlpy(python: str, case: Case, evals: int, eval_episodes: int, seed: int) -> dict:
-    cmd = [python, WORKER, "--data", transitions_npz(case.recipe), "--algo", case.d3rlpy_algo,
-           "--env", RECIPES[case.recipe].env_id, "--updates", str(case.updates),
-           "--evals", str(evals), "--eval-episodes", str(eval_episodes), "--seed", str(seed)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"d3rlpy worker failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def d3rlpy_python(given: str | None) -> str | None:
@@ -145,54 +80,126 @@ def d3rlpy_python(given: str | None) -> str | None:
     return sys.executable if importlib.util.find_spec("d3rlpy") is not None else None
 
 
+def saved(runs: str | None, key: str, make, reuse: bool = True) -> dict | None:
+    """With `make` None (`--sides saved`): the saved history or None, nothing run."""
+    if make is None:
+        path = os.path.join(runs or "", f"{key}.json")
+        if not os.path.exists(path):
+            return None
+        with open(path) as f:
+            return {**json.load(f), "reused": path}
+    return kept(runs, key, make, reuse)
+
+
+def kept(runs: str | None, key: str, make, reuse: bool = True) -> dict:
+    """`make()`'s history, saved as `runs/key.json`; with `runs` given, `reuse` and that file
+    there, the saved one (d3rlpy's runs do not change when ours does: `--runs` reuses them;
+    ours only with `--reuse-ours`, to tabulate runs made earlier with the same code)."""
+    path = os.path.join(runs, f"{key}.json") if runs else None
+    if reuse and path and os.path.exists(path):
+        with open(path) as f:
+            return {**json.load(f), "reused": path}
+    history = make()
+    if path:
+        os.makedirs(runs, exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(history, f)
+    return history
+
+
+def run_case(name: str, python: str, seeds: list[int], updates: int | None, evals: int,
+             eval_episodes: int, plots: str | None, runs: str | None = None,
+             sides: str = "both", reuse_ours: bool = False,
+             d3rlpy_seeds: list[int] | None = None) -> dict | None:
+    case = CASES[name]
+    n = updates or case.updates
+    data, env_id = recording(case.recipe), RECIPES[case.recipe].env_id
+    batch = D3RLPY_BATCH[case.d3rlpy_algo]
+    ours, theirs = [], []
+    d3rlpy_seeds = seeds if d3rlpy_seeds is None else d3rlpy_seeds
+    only_saved = sides == "saved"
+    for seed in sorted(set(seeds) | set(d3rlpy_seeds)):
+        if sides in ("both", "ours", "saved") and seed in seeds:
+            h = saved(runs, f"ours-{name}-s{seed}-u{n}-e{evals}x{eval_episodes}",
+                      None if only_saved else lambda seed=seed: run_ours(
+                          data, env_id, case.ours, n, seed, evals=evals,
+                          eval_episodes=eval_episodes, batch_size=batch), reuse=reuse_ours)
+            ours += [h] if h else []
+            print(json.dumps({"case": name, **(h or {"missing": f"ours seed {seed}"})}),
+                  flush=True)
+        if sides in ("both", "d3rlpy", "saved") and seed in d3rlpy_seeds:
+            h = saved(runs, f"d3rlpy-{name}-s{seed}-u{n}-e{evals}x{eval_episodes}",
+                      None if only_saved else lambda seed=seed: run_d3rlpy(
+                          python, data, env_id, case.d3rlpy_algo, n, seed, evals=evals,
+                          eval_episodes=eval_episodes, batch_size=batch))
+            theirs += [h] if h else []
+            print(json.dumps({"case": name, **(h or {"missing": f"d3rlpy seed {seed}"})}),
+                  flush=True)
+    if sides not in ("both", "saved"):
+        return None
+    if plots and (ours or theirs):
+        runs_by_label = {f"ours ({case.ours.algo_name})": ours,
+                         f"d3rlpy {case.d3rlpy_algo}": theirs}
+        plot_runs({k: v for k, v in runs_by_label.items() if v},
+                  os.path.join(plots, f"{name}.png"),
+                  title=f"{name}: {case.recipe}, batch {batch}")
+    if not ours or not theirs:
+        return None
+    row = {"case": name, "d3rlpy_algo": case.d3rlpy_algo, "batch_size": batch,
+           "ours": summary(ours), "d3rlpy": summary(theirs)}
+    row["x_d3rlpy"] = row["ours"]["updates_per_s"] / row["d3rlpy"]["updates_per_s"]
+    print(json.dumps({"summary": row}), flush=True)
+    return row
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", default=",".join(CASES), help="comma-separated cases")
-    ap.add_argument("--d3rlpy-python", help="interpreter with d3rlpy 2.8 installed")
-    ap.add_argument("--evals", type=int, default=5, help="evaluations per run")
+    ap.add_argument("--only", default="iql-pendulum,cql-cartpole,td3bc-pendulum,cql-pendulum,"
+                    "bc-cartpole", help=f"comma-separated cases of {sorted(CASES)}")
+    ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
+    ap.add_argument("--d3rlpy-seeds", help="d3rlpy's seeds when fewer fit (default: --seeds)")
+    ap.add_argument("--updates", type=int, help="updates of every case (default: its own)")
+    ap.add_argument("--evals", type=int, default=10, help="evaluations per run")
     ap.add_argument("--eval-episodes", type=int, default=10)
-    ap.add_argument("--scale", type=float, default=1.0, help="multiplies every update budget")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--plots", default=FIGURES, help="folder for the PNGs ('' for none)")
+    ap.add_argument("--d3rlpy-python", help="interpreter with d3rlpy 2.8 installed")
+    ap.add_argument("--runs", help="folder where d3rlpy's histories are saved and reused "
+                    "(same case, seed, updates and evaluations)")
+    ap.add_argument("--sides", default="both", choices=("both", "ours", "d3rlpy", "saved"),
+                    help="run one library only (no table): e.g. fill --runs with d3rlpy's; "
+                    "saved: run nothing, tabulate the histories saved in --runs")
+    ap.add_argument("--reuse-ours", action="store_true",
+                    help="also reuse our histories saved in --runs (a table of earlier runs)")
     args = ap.parse_args()
     python = d3rlpy_python(args.d3rlpy_python)
-    if python is None:
+    if python is None and args.sides in ("both", "d3rlpy"):
         sys.exit("d3rlpy is not importable here: pass --d3rlpy-python (see the docstring)")
-    rows = []
-    for name in args.only.split(","):
-        case = CASES[name]
-        case = case._replace(updates=max(int(case.updates * args.scale), args.evals))
-        ours = run_ours(case, args.evals, args.eval_episodes, args.seed)
-        theirs = run_d3rlpy(python, case, args.evals, args.eval_episodes, args.seed)
-        ours_rate, their_rate = (updates_per_s(ours["step_s_per_part"]),
-                                 updates_per_s(theirs["step_s_per_part"]))
-        row = {"case": name, "d3rlpy_algo": case.d3rlpy_algo,
-               "batch_size": D3RLPY_BATCH[case.d3rlpy_algo], "updates": ours["updates"],
-               "ours_changes_from_rllib_defaults": case.ours_changes,
-               "ours_updates_per_s": round(ours_rate["steady"], 1),
-               "d3rlpy_updates_per_s": round(their_rate["steady"], 1),
-               "x_d3rlpy": round(ours_rate["steady"] / their_rate["steady"], 1),
-               "ours_updates_per_s_all_parts": round(ours_rate["all"], 1),
-               "d3rlpy_updates_per_s_all_parts": round(their_rate["all"], 1),
-               "x_d3rlpy_all_parts": round(ours_rate["all"] / their_rate["all"], 1),
-               "ours_level": round(float(np.mean(ours["returns"][-LEVEL_EVALS:])), 1),
-               "d3rlpy_level": round(float(np.mean(theirs["returns"][-LEVEL_EVALS:])), 1),
-               "ours_return_final": round(ours["returns"][-1], 1),
-               "ours_return_best": round(max(ours["returns"]), 1),
-               "d3rlpy_return_final": round(theirs["returns"][-1], 1),
-               "d3rlpy_return_best": round(max(theirs["returns"]), 1),
-               "d3rlpy": theirs["library"]}
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-    print(f"\n{'case':14} {'updates':>7} {'ours/s':>8} {'d3rlpy/s':>9} {'ratio':>6} {'all':>6} "
-          f"{'ours level':>10} {'d3rlpy level':>12} "
-          f"{'ours final/best':>16} {'d3rlpy final/best':>18}")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    rows = [run_case(name, python, seeds, args.updates, args.evals, args.eval_episodes,
+                     args.plots or None, args.runs, args.sides, args.reuse_ours,
+                     [int(s) for s in args.d3rlpy_seeds.split(",")] if args.d3rlpy_seeds
+                     else None)
+            for name in args.only.split(",")]
+    rows = [r for r in rows if r is not None]
+    print(f"\n{'case':15} {'updates':>7} {'seeds':>7} {'ours level':>16} "
+          f"{'d3rlpy level':>16} {'ours best':>9} {'d3 best':>8} {'ours/s':>7} "
+          f"{'d3rlpy/s':>8} {'ratio':>6}")
     for r in rows:
-        print(f"{r['case']:14} {r['updates']:7d} {r['ours_updates_per_s']:8.1f} "
-              f"{r['d3rlpy_updates_per_s']:9.1f} {r['x_d3rlpy']:5.1f}x "
-              f"{r['x_d3rlpy_all_parts']:5.1f}x "
-              f"{r['ours_level']:10.1f} {r['d3rlpy_level']:12.1f} "
-              f"{r['ours_return_final']:7.1f}/{r['ours_return_best']:<8.1f} "
-              f"{r['d3rlpy_return_final']:8.1f}/{r['d3rlpy_return_best']:<8.1f}")
+        o, d = r["ours"], r["d3rlpy"]
+        print(f"{r['case']:15} {o['updates']:7d} {len(o['seeds']):3d}/{len(d['seeds']):<3d} "
+              f"{o['level_mean']:8.1f} +- {o['level_std']:5.1f} "
+              f"{d['level_mean']:8.1f} +- {d['level_std']:5.1f} {o['best']:9.1f} "
+              f"{d['best']:8.1f} {o['updates_per_s']:7.1f} {d['updates_per_s']:8.1f} "
+              f"{r['x_d3rlpy']:5.1f}x")
+    print("\n| case | updates | seeds ours / d3rlpy | level ours | level d3rlpy | best ours / "
+          "d3rlpy | updates/s ours / d3rlpy | ratio |\n|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        o, d = r["ours"], r["d3rlpy"]
+        print(f"| {r['case']} | {o['updates']:,} | {len(o['seeds'])} / {len(d['seeds'])} | "
+              f"{o['level_mean']:.1f} +- {o['level_std']:.1f} | "
+              f"{d['level_mean']:.1f} +- {d['level_std']:.1f} | {o['best']:.1f} / "
+              f"{d['best']:.1f} | {o['updates_per_s']:.1f} / {d['updates_per_s']:.1f} | "
+              f"{r['x_d3rlpy']:.1f}x |")
 
 
 if __name__ == "__main__":

@@ -32,11 +32,18 @@ def terminal_batch(actions, seed=0):
             "terminateds": np.ones(N, bool)}
 
 
-def test_rllib_defaults():
+def test_defaults():
+    """RLlib's, except bc_iters (0, d3rlpy's; cql.py's docstring) and the Discrete weight and
+    critic rate."""
     c = CQLConfig()
     assert (c.bc_iters, c.temperature, c.num_actions, c.lagrangian, c.lagrangian_thresh,
-            c.min_q_weight, c.deterministic_backup) == (20000, 1.0, 10, False, 5.0, 5.0, True)
-    assert (c.actor_lr, c.critic_lr, c.alpha_lr, c.lr) == (1e-4, 1e-3, 1e-3, None)
+            c.deterministic_backup) == (0, 1.0, 10, False, 5.0, True)
+    # min_q_weight and critic_lr resolve per action space: RLlib's for Box.
+    assert (c.min_q_weight, c.critic_lr) == (None, None)
+    assert c.resolved(discrete=False) == (5.0, 1e-3)
+    assert c.resolved(discrete=True) == (1.0, 3e-4)
+    assert CQLConfig().training(min_q_weight=2.0, critic_lr=1e-2).resolved(True) == (2.0, 1e-2)
+    assert (c.actor_lr, c.alpha_lr, c.lr) == (1e-4, 1e-3, None)
     assert (c.tau, c.twin_q, c.initial_alpha, c.target_entropy, c.gamma) == (
         5e-3, True, 1.0, "auto", 0.99)
     assert c.train_batch_size_per_learner == 256 and c.algo_name == "cql"
@@ -70,6 +77,32 @@ def test_discrete_cql_pushes_unseen_actions_down():
     assert np.all(q[:, 1:] < q[:, :1] - 0.5), q[:4]
     assert abs(float(np.mean(q[:, 0]))) < 1.0
     assert set(metrics) >= {"qf_loss", "cql_loss", "critic_loss", "gradients_qf_global_norm"}
+
+
+@pytest.mark.parametrize("act_space, weight, lr", [(DISCRETE, 1.0, 3e-4), (BOX, 5.0, 1e-3)])
+def test_default_weight_and_critic_lr_are_the_action_spaces(act_space, weight, lr):
+    """Discrete CQL at RLlib's Box values (weight 5, lr 1e-3) reaches the expert on the mixed
+    CartPole set and then collapses (cql.py's docstring): its defaults are 1.0 and 3e-4."""
+    discrete = act_space is DISCRETE
+    actions = np.zeros(N, np.int64) if discrete else np.zeros((N, 1), np.float32)
+    batch = terminal_batch(actions)
+
+    def first_update(cfg):
+        spec = spec_of(cfg.training(bc_iters=0).rl_module(model_config=SMALL), OBS, act_space)
+        (start, _), (one, metrics) = run_updates(spec, batch, 0, 1)
+        step = jax.tree_util.tree_map(lambda a, b: np.max(np.abs(a - b)), one.params["q"],
+                                      start.params["q"])
+        return float(metrics["cql_loss"]), max(jax.tree_util.tree_leaves(step))
+
+    cql, step = first_update(CQLConfig())
+    if not discrete:  # no BC warm-up by default: the first actor update is SAC's
+        spec = spec_of(CQLConfig().rl_module(model_config=SMALL), OBS, BOX)
+        assert float(run_updates(spec, batch, 1)[1]["bc_phase"]) == 0.0
+    cql_unit, _ = first_update(CQLConfig().training(min_q_weight=1.0))
+    # The regulariser is weighted by the default weight; Adam's first step moves the
+    # parameters most by the learning rate (to float rounding).
+    assert cql == pytest.approx(weight * cql_unit, rel=1e-5)
+    assert step == pytest.approx(lr, rel=1e-3)
 
 
 def test_discrete_targets_are_hard_copies_every_period():

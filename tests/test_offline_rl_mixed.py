@@ -17,7 +17,7 @@ from rljax_offline.apps.recipes import RECIPES, record_mixed
 pytestmark = pytest.mark.slow
 
 MODEL = {"fcnet_hiddens": [64, 64]}
-# Absolute floors on the level. Measured (this file's seeds, CPU): CartPole MARWIL 258, CQL 365,
+# Absolute floors on the level. Measured (this file's seeds, CPU): CartPole MARWIL 258, CQL 391,
 # IQL 500 (BC 55, random about 22); Pendulum CQL -334, IQL -373 (BC -1,230, random about
 # -1,200, the expert about -170). An actor that never learns stays near random on both.
 FLOOR_CARTPOLE, FLOOR_PENDULUM = 200.0, -600.0
@@ -46,7 +46,10 @@ def test_cartpole_marwil_cql_and_iql_beat_bc(data):
         "BC": evaluation_returns(configure(BCConfig().training(lr=1e-3), data, recipe, 300), 2),
         "MARWIL": evaluation_returns(configure(MARWILConfig().training(lr=1e-3, beta=1.0), data,
                                                recipe, 300), 3),
-        "CQL": evaluation_returns(configure(CQLConfig().training(target_network_update_freq=200),
+        # critic_lr=1e-3 (the Box default) for this short budget; the Discrete default 3e-4
+        # is steadier over long runs (cql.py's docstring) but slower in 2,000 updates.
+        "CQL": evaluation_returns(configure(CQLConfig().training(target_network_update_freq=200,
+                                                                 critic_lr=1e-3),
                                             data, recipe, 500), 4),
         "IQL": evaluation_returns(configure(IQLConfig().training(**IQL_TRAINING), data, recipe,
                                             500), 6)}

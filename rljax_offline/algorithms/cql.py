@@ -1,4 +1,5 @@
-"""CQL: conservative Q-learning (Kumar et al. 2020), with RLlib's parameter names and defaults.
+"""CQL: conservative Q-learning (Kumar et al. 2020), with RLlib's parameter names and defaults
+(three exceptions below: `bc_iters`, and Discrete's `min_q_weight` and `critic_lr`).
 
 Box actions: RLlib's SAC-based CQL. Twin Q networks and their Polyak targets, a tanh-squashed
 Gaussian actor, automatic entropy tuning, and the CQL(H) regulariser: per state,
@@ -12,6 +13,14 @@ updates the actor does behavior cloning (`alpha * logp(pi) - logp(data action)`)
 of the TD target (RLlib's default). The TD target, actor and temperature losses are SAC's
 (`learning.losses`, shared with `algorithms.sac`).
 
+`bc_iters` defaults to 0 (d3rlpy's CQL has no BC phase), not RLlib's 20,000: at the ~17
+updates/s of Box CQL on a 2-core CPU, RLlib's warm-up alone is 20 minutes, and for all of it
+the actor copies the data, whose majority on mixed-quality sets is poor (behavior cloning on
+the mixed Pendulum set stays near the random policy's -1,200). Measured on a mixed Pendulum
+set (issue 24): RLlib's value gave a level of -361 after 150 s; `bc_iters=0` -149 after 240 s,
+above d3rlpy's CQL (-228 after 6,000 updates); the README's d3rlpy section has this set's
+runs. RLlib's behaviour is `.training(bc_iters=20000)`.
+
 Box actions outside the space's bounds (RLlib records a Gaussian policy's unclipped samples)
 are clipped just inside the bounds by the learner pipeline (`clip_actions_inside_bounds`): the
 tanh-squashed actor's log-probability is -inf outside them, and the env ran the clipped action,
@@ -20,7 +29,14 @@ so the Q networks learn the value of what was executed.
 Discrete actions: Q-learning-based CQL as d3rlpy's DiscreteCQL: a Huber TD loss to a double-DQN
 target (the online network picks the next action, the target network values it) plus
 `min_q_weight * (temperature * logsumexp(Q(s, .) / temperature) - Q(s, a))`, with hard target
-copies; the policy is greedy in Q (`act` returns the Q values as logits).
+copies; the policy is greedy in Q (`act` returns the Q values as logits). RLlib has no
+discrete CQL, so its Box defaults are no guide there: `min_q_weight` and `critic_lr` left at
+None resolve per action space, RLlib's 5.0 and 1e-3 for Box, 1.0 (d3rlpy's DiscreteCQL `alpha`
+and the paper's discrete setting) and 3e-4 for Discrete. On the mixed CartPole set
+(`cartpole-mixed`, batch 32, 20,000 updates, 10 evaluations) the Box values reach the expert
+(500) within 4,000 updates and then collapse to policies that fail at once (returns 9-10 in
+half the later evaluations; levels 107, 157, 124 over seeds 0-2); with weight 1.0 and lr 3e-4
+no evaluation after the first tenth falls below 260 (levels 476, 463 for seeds 1-2).
 
 Optimizer groups (RLlib's names): `qf` (critic, with `alpha_prime` when Lagrangian), `policy`,
 `alpha`; Discrete has `qf` alone.
@@ -86,6 +102,9 @@ from rljax_offline.models.recurrent import step_rows
 ALPHA_PRIME_MAX = 1e6
 CQL_COLUMNS = ("obs", "actions", "rewards", "new_obs", "terminateds")
 DISCRETE_TARGET_UPDATE_FREQ = 1000
+# (min_q_weight, critic_lr) when left at None: RLlib's for Box; for Discrete (RLlib has none)
+# d3rlpy's DiscreteCQL weight and a rate that does not collapse (module docstring).
+BOX_DEFAULTS, DISCRETE_DEFAULTS = (5.0, 1e-3), (1.0, 3e-4)
 
 
 def split_keys(keys: jax.Array, num: int) -> jax.Array:
@@ -135,12 +154,15 @@ class CQLConfig(AlgorithmConfig):
     train_batch_size_per_learner: int = option(256, "training", positive_int,
                                                "rows of one update, over all devices")
     actor_lr: float = option(1e-4, "training", positive_float, "learning rate of the actor")
-    critic_lr: float = option(1e-3, "training", positive_float,
-                              "learning rate of the Q networks (and of alpha_prime)")
+    critic_lr: float | None = option(
+        None, "training", optional(positive_float),
+        "learning rate of the Q networks (and of alpha_prime); None: 1e-3 for Box actions "
+        "(RLlib's), 3e-4 for Discrete")
     alpha_lr: float = option(1e-3, "training", positive_float,
                              "learning rate of the entropy coefficient")
-    bc_iters: int = option(20000, "training", non_negative_int,
-                           "updates of behavior cloning for the actor before SAC's actor loss")
+    bc_iters: int = option(0, "training", non_negative_int,
+                           "updates of behavior cloning for the actor before SAC's actor loss "
+                           "(RLlib's default: 20000)")
     temperature: float = option(1.0, "training", positive_float,
                                 "temperature of the CQL logsumexp")
     num_actions: int = option(10, "training", positive_int,
@@ -149,8 +171,10 @@ class CQLConfig(AlgorithmConfig):
                               "learn the CQL weight (alpha_prime) to hold lagrangian_thresh")
     lagrangian_thresh: float = option(5.0, "training", any_float,
                                       "target of the CQL gap with lagrangian=True")
-    min_q_weight: float = option(5.0, "training", non_negative_float,
-                                 "weight of the CQL regulariser")
+    min_q_weight: float | None = option(
+        None, "training", optional(non_negative_float),
+        "weight of the CQL regulariser; None: 5.0 for Box actions (RLlib's), 1.0 for Discrete "
+        "(d3rlpy's DiscreteCQL)")
     deterministic_backup: bool = option(True, "training", boolean,
                                         "leave the entropy term out of the TD target")
     twin_q: bool = option(True, "training", boolean, "two Q networks, their minimum in targets")
@@ -175,6 +199,13 @@ class CQLConfig(AlgorithmConfig):
         super().check_spaces(obs_spec, act_spec)
         if isinstance(act_spec, sp.BoxSpec):
             check_bounded(act_spec, "CQLConfig (SAC-based CQL for Box actions)")
+
+    def resolved(self, discrete: bool) -> tuple[float, float]:
+        """`(min_q_weight, critic_lr)`, each None resolved for the action space (module
+        docstring: RLlib's Box values, d3rlpy's discrete weight)."""
+        box_or_discrete = {False: BOX_DEFAULTS, True: DISCRETE_DEFAULTS}[discrete]
+        return (box_or_discrete[0] if self.min_q_weight is None else self.min_q_weight,
+                box_or_discrete[1] if self.critic_lr is None else self.critic_lr)
 
     def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
         self.check_spaces(obs_spec, act_spec)
@@ -218,7 +249,8 @@ def _continuous_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
     # Uniform random actions have density 0.5**dim in the unit box, where logp lives.
     log_uniform = dim * math.log(0.5)
     entropy_target = target_entropy(cfg.target_entropy, act_spec)
-    bc_iters, weight, deterministic = cfg.bc_iters, cfg.min_q_weight, cfg.deterministic_backup
+    bc_iters, deterministic = cfg.bc_iters, cfg.deterministic_backup
+    weight, critic_lr = cfg.resolved(discrete=False)
 
     def init(rng):
         k1, k2 = jax.random.split(rng)
@@ -287,8 +319,7 @@ def _continuous_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
     critic_nets = ("q", "log_alpha_prime") if cfg.lagrangian else ("q",)
     learning = LearningSpec(
         init=init,
-        losses=(Loss("qf", critic_nets, critic_loss, make_optimizer(cfg.critic_lr,
-                                                                      cfg.grad_clip)),
+        losses=(Loss("qf", critic_nets, critic_loss, make_optimizer(critic_lr, cfg.grad_clip)),
                 Loss("policy", ("policy",), actor_loss, make_optimizer(cfg.actor_lr,
                                                                          cfg.grad_clip)),
                 Loss("alpha", ("log_alpha",), alpha_loss, make_optimizer(cfg.alpha_lr))),
@@ -303,7 +334,8 @@ def _continuous_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
 
 def _discrete_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
     q = q_ensemble(obs_spec, act_spec, cfg.model_config, cfg.twin_q)
-    temp, gamma, weight = cfg.temperature, cfg.gamma, cfg.min_q_weight
+    temp, gamma = cfg.temperature, cfg.gamma
+    weight, critic_lr = cfg.resolved(discrete=True)
 
     def init(rng):
         return _critic_params(cfg, {"q": q.init(rng)})
@@ -331,7 +363,7 @@ def _discrete_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
     greedy = _q_greedy_policy(q, obs_spec, act_spec, recurrent_cell(mc)[2]) if is_recurrent(
         mc) else None
     learning = LearningSpec(
-        init=init, losses=(Loss("qf", nets, loss, make_optimizer(cfg.critic_lr, cfg.grad_clip)),),
+        init=init, losses=(Loss("qf", nets, loss, make_optimizer(critic_lr, cfg.grad_clip)),),
         targets={"target_q": "q"}, tau=1.0, target_update_period=period)
     acting = ActingSpec(act=lambda params, obs: jnp.mean(q.apply(params["q"], obs), axis=0),
                         dist=categorical(act_spec.n), policy=greedy, policy_network="q")

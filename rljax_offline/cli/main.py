@@ -8,11 +8,11 @@ import os
 import sys
 import textwrap
 
-from rljax_offline.cli import convert, demo, evaluate, export, inspect, record, train
+from rljax_offline.cli import convert, datasets, demo, evaluate, export, inspect, record, train
 from rljax_offline.cli.output import HelpFormatter, Parser
 from rljax_offline.errors import ConfigError, RljaxError, UsageError
 
-COMMANDS = (record, train, evaluate, convert, inspect, export, demo)  # in --help's order
+COMMANDS = (record, datasets, train, evaluate, convert, inspect, export, demo)  # in --help's order
 
 _INPUTS = ("Data: RLlib's Parquet formats (episode rows or tabular rows) on local disk or any "
            "pyarrow filesystem, and Minari datasets as minari:DATASET_ID (found through "
@@ -54,8 +54,7 @@ def help_reference() -> str:
     os.environ["COLUMNS"] = str(REFERENCE_WIDTH)
     try:
         parts = [("rljax-offline --help", ap.format_help())]
-        parts += [(f"rljax-offline {name} --help", p.format_help())
-                  for name, p in sub.choices.items()]
+        parts += _sub_helps(sub, "rljax-offline")
     finally:
         if old is None:
             del os.environ["COLUMNS"]
@@ -63,6 +62,18 @@ def help_reference() -> str:
             os.environ["COLUMNS"] = old
     return "\n".join(f"#### `{title}`\n\n```text\n{text.rstrip()}\n```\n"
                      for title, text in parts)
+
+
+def _sub_helps(sub: argparse._SubParsersAction, prefix: str) -> list[tuple[str, str]]:
+    """`(title, help)` of every subcommand under `sub`, nested ones (`datasets make`) after
+    their parent."""
+    parts = []
+    for name, p in sub.choices.items():
+        parts.append((f"{prefix} {name} --help", p.format_help()))
+        for inner in p._actions:
+            if isinstance(inner, argparse._SubParsersAction):
+                parts += _sub_helps(inner, f"{prefix} {name}")
+    return parts
 
 
 def exit_code(e: BaseException) -> int:

@@ -1,0 +1,209 @@
+"""One offline training run, ours or d3rlpy's, on a directory of our Parquet episodes, evaluated
+the same way for both: the core of `d3rlpy_compare.py` and `mujoco.py`.
+
+A run trains for `updates` updates in `evals` equal parts (a tenth each by default) and after
+each part evaluates the greedy policy on `eval_episodes` episodes of the env. Its history:
+
+    {"library", "algo", "seed", "batch_size", "updates": [per part, cumulative],
+     "returns": [mean return of each evaluation], "step_s_per_part": [mean s per update],
+     "updates_per_s": float, "wall_s": float}
+
+`updates_per_s` is reduced the same way for both libraries from each part's mean time per
+update, evaluation excluded (ours: the learner's `learner_update_timer`; d3rlpy: its
+`time_step`), leaving the first part out (ours compiles in it). `level(history)` is what to
+compare at the same number of updates: the mean of the last three evaluations (never the best
+single one, which is noise). `plot_runs` draws evaluations over updates, each seed a thin line
+and the mean over seeds thick, one colour per label.
+
+d3rlpy runs at its defaults in its own interpreter (`_d3rlpy_worker.py`; never our
+dependency): Box actions scaled to the env's bounds with `MinMaxActionScaler`, TD3+BC with its
+standard observation scaler (as its paper and d3rlpy's reproduction).
+
+Example (ours and d3rlpy's IQL on the same data, 2 seeds, D4RL-style normalized):
+
+    # run as a script in benchmarks/, whose folder is on sys.path
+    from _offline_runs import run_ours, run_d3rlpy, level, plot_runs, normalizer
+    norm = normalizer(ref_min=-1200.0, ref_max=-150.0)
+    ours = [run_ours("/data/pendulum", "Pendulum-v1", IQLConfig(), 20000, s) for s in (0, 1)]
+    theirs = [run_d3rlpy("/venv/bin/python", "/data/pendulum", "Pendulum-v1", "IQL", 20000, s)
+              for s in (0, 1)]
+    print(level(ours[0], norm), level(theirs[0], norm))
+    plot_runs({"ours IQL": ours, "d3rlpy IQL": theirs}, "iql.png", normalize=norm)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from rljax_offline.data import read_episodes
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_d3rlpy_worker.py")
+CACHE = os.path.join(tempfile.gettempdir(), "rljax_offline_bench")
+# d3rlpy 2.8's default batch sizes: ours runs with the same, so an update is the same work.
+D3RLPY_BATCH = {"DiscreteBC": 100, "BC": 100, "DiscreteCQL": 32, "CQL": 256, "IQL": 256,
+                "TD3PlusBC": 256}
+LEVEL_EVALS = 3  # a run's level: the mean of its last evaluations
+
+
+def normalizer(ref_min: float | None = None, ref_max: float | None = None
+               ) -> Callable[[float], float] | None:
+    """D4RL's normalized score, `100 * (r - ref_min) / (ref_max - ref_min)`; None (raw
+    returns) when no references are given."""
+    if ref_min is None or ref_max is None:
+        return None
+    span = float(ref_max) - float(ref_min)
+    return lambda r: 100.0 * (float(r) - float(ref_min)) / span
+
+
+def _scores(history: dict, normalize: Callable | None) -> list[float]:
+    return [normalize(r) if normalize else float(r) for r in history["returns"]]
+
+
+def level(history: dict, normalize: Callable | None = None, n: int = LEVEL_EVALS) -> float:
+    """The mean of the run's last `n` evaluations (normalized when `normalize` is given)."""
+    return float(np.mean(_scores(history, normalize)[-n:]))
+
+
+def best(history: dict, normalize: Callable | None = None) -> float:
+    """The best single evaluation: for information only (one evaluation is noise)."""
+    return float(max(_scores(history, normalize)))
+
+
+def updates_per_s(step_s_per_part: list[float]) -> float:
+    """1 / the mean per-update time over the parts after the first (ours compiles in it)."""
+    parts = step_s_per_part[1:] or step_s_per_part
+    return len(parts) / sum(parts)
+
+
+def summary(histories: list[dict], normalize: Callable | None = None) -> dict:
+    """Level mean and std over seeds, best single evaluation, mean updates/s."""
+    levels = [level(h, normalize) for h in histories]
+    return {"level_mean": float(np.mean(levels)), "level_std": float(np.std(levels)),
+            "levels": levels, "best": max(best(h, normalize) for h in histories),
+            "updates_per_s": float(np.mean([h["updates_per_s"] for h in histories])),
+            "seeds": [h["seed"] for h in histories], "updates": histories[0]["updates"][-1]}
+
+
+# ---------------------------------------------------------------------------- ours
+
+
+def run_ours(data: str, env_id: str, config, updates: int, seed: int, *, evals: int = 10,
+             eval_episodes: int = 10, batch_size: int | None = None) -> dict:
+    """Trains `config` (an AlgorithmConfig; its settings kept, batch size overridden when
+    given) on the episodes under `data` and evaluates its greedy policy after each part."""
+    per_part = max(updates // evals, 1)
+    training = {"num_updates_per_iteration": per_part}
+    if batch_size is not None:
+        training["train_batch_size_per_learner"] = batch_size
+    config = (config.environment(env_id).offline_data(input_=data)
+              .training(**training).learners(num_devices=1)
+              .evaluation(evaluation_interval=1, evaluation_duration=eval_episodes,
+                          evaluation_explore=False)
+              .debugging(seed=seed))
+    algo = config.build()
+    t0 = time.perf_counter()
+    returns, step_s = [], []
+    try:
+        for _ in range(evals):
+            result = algo.train()
+            step_s.append(result["learners"]["__all_modules__"]["learner_update_timer"])
+            returns.append(float(result["evaluation"]["env_runners"]["episode_return_mean"]))
+    finally:
+        algo.stop()
+    return {"library": "rljax_offline", "algo": config.algo_name, "seed": seed,
+            "batch_size": config.train_batch_size_per_learner,
+            "updates": [per_part * (i + 1) for i in range(evals)], "returns": returns,
+            "step_s_per_part": step_s, "updates_per_s": updates_per_s(step_s),
+            "wall_s": time.perf_counter() - t0}
+
+
+# ---------------------------------------------------------------------------- d3rlpy
+
+
+def transitions_npz(data: str) -> str:
+    """The episodes under `data` as d3rlpy's `MDPDataset` arrays, cached by path (each
+    episode's last observation, which has no action, is left out; its end is a terminal or a
+    timeout as the episode says)."""
+    key = hashlib.sha1(os.path.abspath(data).encode()).hexdigest()[:12]
+    out = os.path.join(CACHE, f"{os.path.basename(os.path.normpath(data))}-{key}.npz")
+    if os.path.exists(out):
+        return out
+    obs, act, rew, term, tout = [], [], [], [], []
+    for ep in read_episodes(data):
+        n = len(ep)
+        obs.append(np.asarray(ep.get_observations(slice(0, n)), np.float32))
+        act.append(np.asarray(ep.get_actions()))
+        rew.append(np.asarray(ep.get_rewards(), np.float32))
+        end = np.zeros(n, np.float32)
+        end[-1] = 1.0
+        term.append(end * ep.is_terminated)
+        tout.append(end * (not ep.is_terminated))
+    os.makedirs(CACHE, exist_ok=True)
+    tmp = out + f".{os.getpid()}.npz"
+    np.savez(tmp, observations=np.concatenate(obs), actions=np.concatenate(act),
+             rewards=np.concatenate(rew), terminals=np.concatenate(term),
+             timeouts=np.concatenate(tout))
+    os.replace(tmp, out)
+    return out
+
+
+def run_d3rlpy(python: str, data: str, env_id: str, algo: str, updates: int, seed: int, *,
+               evals: int = 10, eval_episodes: int = 10, batch_size: int | None = None) -> dict:
+    """d3rlpy's `algo` (a key of `D3RLPY_BATCH`) at its defaults on the same episodes, in the
+    interpreter `python`, evaluated greedily after each part."""
+    cmd = [python, WORKER, "--data", transitions_npz(data), "--algo", algo, "--env", env_id,
+           "--updates", str(updates), "--evals", str(evals),
+           "--eval-episodes", str(eval_episodes), "--seed", str(seed)]
+    if batch_size is not None:
+        cmd += ["--batch-size", str(batch_size)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"d3rlpy worker failed ({' '.join(cmd)}):\n{done.stderr[-3000:]}")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    per_part = out["updates"] // evals
+    return {"library": out["library"], "algo": algo, "seed": seed,
+            "batch_size": out["batch_size"],
+            "updates": [per_part * (i + 1) for i in range(evals)], "returns": out["returns"],
+            "step_s_per_part": out["step_s_per_part"],
+            "updates_per_s": updates_per_s(out["step_s_per_part"]), "wall_s": out["wall_s"]}
+
+
+# ---------------------------------------------------------------------------- plots
+
+
+def plot_runs(runs: dict[str, list[dict]], path: str, *, title: str = "",
+              normalize: Callable | None = None) -> str:
+    """Evaluations over updates to PNG at `path`: per label (e.g. "ours IQL", "d3rlpy IQL")
+    each seed a thin line, the mean over seeds a thick one."""
+    import matplotlib  # benchmark-only dependency, loaded only when a plot is drawn
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for i, (label, histories) in enumerate(runs.items()):
+        color = f"C{i}"
+        for h in histories:
+            ax.plot(h["updates"], _scores(h, normalize), color=color, lw=0.7, alpha=0.45)
+        n = min(len(h["returns"]) for h in histories)
+        mean = np.mean([_scores(h, normalize)[:n] for h in histories], axis=0)
+        ax.plot(histories[0]["updates"][:n], mean, color=color, lw=2.4,
+                label=f"{label} ({len(histories)} seeds)")
+    ax.set_xlabel("updates")
+    ax.set_ylabel("normalized score" if normalize else "evaluation return (mean of the episodes)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
