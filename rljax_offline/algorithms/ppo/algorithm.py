@@ -34,18 +34,16 @@ Gaussian would read as other actions.
 
 from __future__ import annotations
 
-import collections
-import functools
 import time
 
 import jax
 import numpy as np
 
-from rljax_offline.acting.env_runner import EnvRunner
 from rljax_offline.algorithms import pipelines
-from rljax_offline.algorithms.algorithm import MODULE_ID, Algorithm
+from rljax_offline.algorithms.algorithm import MODULE_ID
 from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.algorithms.fine_tuning import check_same_shapes, load_start
+from rljax_offline.algorithms.online import OnlineAlgorithm
 from rljax_offline.algorithms.ppo.config import standardize
 from rljax_offline.learning.data_parallel import DataParallel
 from rljax_offline.learning.init import init_state
@@ -53,7 +51,7 @@ from rljax_offline.learning.init import init_state
 _WARMUP_BATCH = 1024
 
 
-class PPO(Algorithm):
+class PPO(OnlineAlgorithm):
     """Online PPO (see the module docstring). Build with `PPOConfig().build()`: the
     `Algorithm` facade as it is (its updates take `minibatch_size` rows, the config's
     `update_batch_size`), with the data sampled from the env; fine-tuning is the explicit step
@@ -62,16 +60,8 @@ class PPO(Algorithm):
     # Online state, none of it before the first iteration.
     _epochs = None
     _sequence_slots = 0
-    _sampler = None
-    _sampling_actor = None
-    env_steps_sampled = 0
     warmup_metrics: dict = {}  # replaced, never changed in place
     fine_tuned_from: str | None = None
-
-    @functools.cached_property
-    def _recent(self) -> collections.deque:
-        """The (return, length) of the latest finished sampling episodes."""
-        return collections.deque(maxlen=self.config.metrics_num_episodes_for_smoothing)
 
     # ------------------------------------------------------------------ fine-tuning
 
@@ -112,28 +102,13 @@ class PPO(Algorithm):
 
     # ------------------------------------------------------------------ sampling
 
-    def _explorer(self):
-        """The exploring (sampling) policy, compiled once; its params follow the state."""
-        if self._sampling_actor is None:
-            self._sampling_actor = self._new_actor(explore=True)
-        return self._synced(self._sampling_actor)
-
     def sample(self):
         """One iteration's rollouts: `(episode chunks, [(return, length)] finished)`."""
         c = self.config
-        actor = self._explorer()
-        if self._sampler is None:
-            self._sampler = EnvRunner(c.env, actor, num_envs=c.num_envs_per_env_runner,
-                                      seed=c.seed + 1_000 * self.iteration,
-                                      env_config=c.env_config)
-        self._sampler.policy = actor
         # RLlib's cut keeps `episode_lookback_horizon` steps; a recurrent policy needs at
         # least the one whose `state_out` the continuing chunk starts from.
         lookback = max(c.episode_lookback_horizon, 1) if self.is_stateful else 0
-        return self._sampler.sample_continuing(c.train_batch_size_per_learner, lookback)
-
-    def load_data(self) -> None:
-        """Online: there is nothing to read (the value warm-up reads at build time)."""
+        return self.sample_steps(c.train_batch_size_per_learner, lookback)
 
     # ------------------------------------------------------------------ training
 
@@ -224,28 +199,6 @@ class PPO(Algorithm):
             coeff *= 0.5
         extra = {**extra, "curr_kl_coeff": np.float32(coeff)}
         self.state = self.state._replace(extra=self.dp.put_replicated(extra))
-
-    def _episode_metrics(self) -> dict:
-        if not self._recent:
-            return {"episode_return_mean": float("nan"), "episode_len_mean": float("nan")}
-        returns = np.array([r for r, _ in self._recent])
-        return {"episode_return_mean": float(returns.mean()),
-                "episode_return_min": float(returns.min()),
-                "episode_return_max": float(returns.max()),
-                "episode_len_mean": float(np.mean([n for _, n in self._recent]))}
-
-    # ------------------------------------------------------------------ checkpoints
-
-    def restore(self, path: str) -> None:
-        super().restore(path)
-        last = self.history[-1] if self.history else {}
-        self.env_steps_sampled = int(last.get("num_env_steps_sampled_lifetime", 0))
-
-    def stop(self) -> None:
-        super().stop()
-        if self._sampler is not None:
-            self._sampler.close()
-            self._sampler = None
 
 
 def explained_variance(cols: dict) -> float:

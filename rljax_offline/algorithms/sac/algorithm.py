@@ -27,20 +27,18 @@ The replay buffer is saved with a checkpoint only with `store_buffer_in_checkpoi
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import functools
 import time
 
 import jax
 import numpy as np
 from flax import serialization
 
-from rljax_offline.acting.env_runner import EnvRunner
 from rljax_offline.algorithms import checkpointing
-from rljax_offline.algorithms.algorithm import MODULE_ID, Algorithm
+from rljax_offline.algorithms.algorithm import MODULE_ID
 from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.algorithms.fine_tuning import check_same_shapes, load_start
+from rljax_offline.algorithms.online import OnlineAlgorithm
 from rljax_offline.data import EpisodeWriter
 from rljax_offline.data.replay import ReplayState, make_replay_buffer
 from rljax_offline.errors import PolicyMismatchError
@@ -51,15 +49,12 @@ _STARTS_SAC = ("SAC starts from a Box policy with a tanh-squashed Gaussian actor
                "networks: cql, iql (actor_squashed=True), sac")
 
 
-class SAC(Algorithm):
+class SAC(OnlineAlgorithm):
     """Online SAC (see the module docstring). Build with `SACConfig().build()`."""
 
-    _sampler = None
-    _sampling_actor = None
     _buffer_state = None
     _scan = None
     _writer = None
-    env_steps_sampled = 0
     rows_added = 0
     started_from: str | None = None
 
@@ -76,11 +71,6 @@ class SAC(Algorithm):
         self._rows_per_add = config.min_sample_timesteps_per_iteration + (
             config.num_envs_per_env_runner)
         self._open_chunks: dict = {}
-
-    @functools.cached_property
-    def _recent(self) -> collections.deque:
-        """The (return, length) of the latest finished sampling episodes."""
-        return collections.deque(maxlen=self.config.metrics_num_episodes_for_smoothing)
 
     # ------------------------------------------------------------------ offline-to-online
 
@@ -114,25 +104,9 @@ class SAC(Algorithm):
 
     # ------------------------------------------------------------------ sampling
 
-    def _explorer(self):
-        """The exploring (sampling) policy, compiled once; its params follow the state."""
-        if self._sampling_actor is None:
-            self._sampling_actor = self._new_actor(explore=True)
-        return self._synced(self._sampling_actor)
-
     def sample(self):
         """One iteration's rollouts: `(episode chunks, [(return, length)] finished)`."""
-        c = self.config
-        actor = self._explorer()
-        if self._sampler is None:
-            self._sampler = EnvRunner(c.env, actor, num_envs=c.num_envs_per_env_runner,
-                                      seed=c.seed + 1_000 * self.iteration,
-                                      env_config=c.env_config)
-        self._sampler.policy = actor
-        return self._sampler.sample_continuing(c.min_sample_timesteps_per_iteration)
-
-    def load_data(self) -> None:
-        """Online: there is nothing to read."""
+        return self.sample_steps(self.config.min_sample_timesteps_per_iteration)
 
     def _write_output(self, chunks) -> None:
         """Every finished episode (its chunks joined) to `offline_data(output=...)`."""
@@ -217,15 +191,6 @@ class SAC(Algorithm):
         self.history.append(result)
         return result
 
-    def _episode_metrics(self) -> dict:
-        if not self._recent:
-            return {"episode_return_mean": float("nan"), "episode_len_mean": float("nan")}
-        returns = np.array([r for r, _ in self._recent])
-        return {"episode_return_mean": float(returns.mean()),
-                "episode_return_min": float(returns.min()),
-                "episode_return_max": float(returns.max()),
-                "episode_len_mean": float(np.mean([n for _, n in self._recent]))}
-
     # ------------------------------------------------------------------ checkpoints
 
     def save(self, path: str) -> str:
@@ -243,8 +208,6 @@ class SAC(Algorithm):
 
     def restore(self, path: str) -> None:
         super().restore(path)
-        last = self.history[-1] if self.history else {}
-        self.env_steps_sampled = int(last.get("num_env_steps_sampled_lifetime", 0))
         raw = ckpt.load_file(path, BUFFER_FILE) if self.config.store_buffer_in_checkpoints \
             else None
         if raw is not None:
@@ -258,6 +221,3 @@ class SAC(Algorithm):
         written)."""
         super().stop()
         self._close_output()
-        if self._sampler is not None:
-            self._sampler.close()
-            self._sampler = None

@@ -1,0 +1,72 @@
+"""What an online algorithm (PPO, SAC) adds to the offline `Algorithm` facade: an exploring
+policy that samples *continuing* episodes from gymnasium vector envs (RLlib's env runners keep
+their envs between iterations), RLlib's smoothed episode metrics over the latest finished
+episodes, and closing the envs. What is done with the samples (epochs on the rollout, a replay
+buffer) stays with each algorithm."""
+
+from __future__ import annotations
+
+import collections
+import functools
+
+import numpy as np
+
+from rljax_offline.acting.env_runner import EnvRunner
+from rljax_offline.algorithms.algorithm import Algorithm
+
+
+class OnlineAlgorithm(Algorithm):
+    """The sampling side shared by the online algorithms (see the module docstring)."""
+
+    # Online state, none of it before the first iteration.
+    _sampler = None
+    _sampling_actor = None
+    env_steps_sampled = 0
+
+    @functools.cached_property
+    def _recent(self) -> collections.deque:
+        """The (return, length) of the latest finished sampling episodes."""
+        return collections.deque(maxlen=self.config.metrics_num_episodes_for_smoothing)
+
+    def _explorer(self):
+        """The exploring (sampling) policy, compiled once; its params follow the state."""
+        if self._sampling_actor is None:
+            self._sampling_actor = self._new_actor(explore=True)
+        return self._synced(self._sampling_actor)
+
+    def sample_steps(self, num_steps: int, lookback: int = 0):
+        """`num_steps` env steps (at most one more per env) with the exploring policy:
+        `(episode chunks, [(return, length)] of the episodes that finished)`; the envs are
+        made on the first call and kept."""
+        c = self.config
+        actor = self._explorer()
+        if self._sampler is None:
+            self._sampler = EnvRunner(c.env, actor, num_envs=c.num_envs_per_env_runner,
+                                      seed=c.seed + 1_000 * self.iteration,
+                                      env_config=c.env_config)
+        self._sampler.policy = actor
+        return self._sampler.sample_continuing(num_steps, lookback)
+
+    def load_data(self) -> None:
+        """Online: there is nothing to read."""
+
+    def _episode_metrics(self) -> dict:
+        """RLlib's `env_runners/episode_return_mean` and its kin over the latest episodes."""
+        if not self._recent:
+            return {"episode_return_mean": float("nan"), "episode_len_mean": float("nan")}
+        returns = np.array([r for r, _ in self._recent])
+        return {"episode_return_mean": float(returns.mean()),
+                "episode_return_min": float(returns.min()),
+                "episode_return_max": float(returns.max()),
+                "episode_len_mean": float(np.mean([n for _, n in self._recent]))}
+
+    def restore(self, path: str) -> None:
+        super().restore(path)
+        last = self.history[-1] if self.history else {}
+        self.env_steps_sampled = int(last.get("num_env_steps_sampled_lifetime", 0))
+
+    def stop(self) -> None:
+        super().stop()
+        if self._sampler is not None:
+            self._sampler.close()
+            self._sampler = None
