@@ -122,8 +122,11 @@ def test_named_one_line_errors(data, bc_config, pendulum_data):
     out = ope.estimate(point, pendulum, methods=["fqe"], action_space=box, num_bootstrap=5,
                        fqe={"num_updates": 5, "model_config": {"fcnet_hiddens": [8]}})
     assert np.isfinite(out["fqe"]["v_target"])
+    # Recorded ids are random: fixed ones make the split deterministic (none of these three
+    # hashes below 0.01 with seed 0).
+    three = [ep.replace(id_=f"ep{i}") for i, ep in enumerate(eps[:3])]
     with pytest.raises(EmptyEvaluationSplitError) as e:
-        ope.split(eps[:3], 0.01, seed=0)
+        ope.split(three, 0.01, seed=0)
     assert "ope_split=0.01" in one_line(e)
 
 
