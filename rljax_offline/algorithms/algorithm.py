@@ -229,14 +229,25 @@ class Algorithm:
                 "learner_update_timer": update_s / n}},
             "num_devices": len(self.devices),
         }
+        return self._end_iteration(result, t0)
+
+    def _end_iteration(self, result: dict, t0: float) -> dict:
+        """An iteration's `result` (begun at `t0`) completed: an evaluation at
+        `evaluation_interval`, the iteration's time; it joins `history`."""
         interval = self.config.evaluation_interval
         if interval and self.iteration % interval == 0:
-            result["evaluation"] = {"env_runners": self.evaluate()}
-            if self.config.off_policy_estimation_methods:
-                result["evaluation"]["off_policy_estimator"] = self.estimate_off_policy()
+            result["evaluation"] = self._evaluation()
         result["time_this_iter_s"] = time.perf_counter() - t0
         self.history.append(result)
         return result
+
+    def _evaluation(self) -> dict:
+        """An evaluation's results: the env runners' returns, and off-policy estimates on the
+        held-out episodes where `off_policy_estimation_methods` asks for them."""
+        evaluation = {"env_runners": self.evaluate()}
+        if self.config.off_policy_estimation_methods:
+            evaluation["off_policy_estimator"] = self.estimate_off_policy()
+        return evaluation
 
     def _update(self, n: int) -> dict:
         """`n` updates on the materialized or streamed data, dispatched; their metrics (device

@@ -60,6 +60,33 @@ class OnlineAlgorithm(Algorithm):
                 "episode_return_max": float(returns.max()),
                 "episode_len_mean": float(np.mean([n for _, n in self._recent]))}
 
+    def _iteration_result(self, t0: float, steps: int, finished: list, sample_s: float,
+                          learners: dict, **fields) -> dict:
+        """Ends an iteration: counts it and its `steps` sampled env steps (`finished`
+        episodes among them), and returns RLlib's result of it (the env runners' metrics,
+        `learners` as given, `fields` added), completed by `_end_iteration`."""
+        self.iteration += 1
+        self.env_steps_sampled += steps
+        self._recent.extend(finished)
+        result = {
+            "training_iteration": self.iteration,
+            "algorithm": self.algo_name,
+            "env_runners": {**self._episode_metrics(), "num_episodes": len(finished),
+                            "num_env_steps_sampled": steps,
+                            "num_env_steps_sampled_lifetime": self.env_steps_sampled,
+                            "sample_time_s": sample_s},
+            "learners": learners,
+            "num_env_steps_sampled_lifetime": self.env_steps_sampled,
+            "num_devices": len(self.devices),
+            **fields,
+        }
+        return self._end_iteration(result, t0)
+
+    def _evaluation(self) -> dict:
+        """The env runners' returns: an online run holds out no offline episodes to
+        estimate on."""
+        return {"env_runners": self.evaluate()}
+
     def restore(self, path: str) -> None:
         super().restore(path)
         last = self.history[-1] if self.history else {}

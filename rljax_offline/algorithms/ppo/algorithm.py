@@ -142,33 +142,16 @@ class PPO(OnlineAlgorithm):
         if c.use_kl_loss:
             self._adapt_kl_coeff(metrics["mean_kl_loss"])
         update_s = time.perf_counter() - t_upd
-        self.iteration += 1
-        self.env_steps_sampled += steps
-        self._recent.extend(finished)
         num_updates = c.num_epochs * num_minibatches
         trained = num_updates * minibatch_steps
         extra = {k: float(v) for k, v in jax.device_get(self.state.extra).items()}
-        result = {
-            "training_iteration": self.iteration,
-            "algorithm": self.algo_name,
-            "env_runners": {**self._episode_metrics(), "num_episodes": len(finished),
-                            "num_env_steps_sampled": steps,
-                            "num_env_steps_sampled_lifetime": self.env_steps_sampled,
-                            "sample_time_s": sample_s},
-            "learners": {MODULE_ID: {**metrics, **extra, "num_module_steps_trained": trained,
-                                     "vf_explained_var": explained_variance(cols)},
-                         "__all_modules__": {"num_env_steps_trained": trained_env_steps,
-                                             "learner_update_timer": update_s / num_updates}},
-            "num_env_steps_sampled_lifetime": self.env_steps_sampled,
-            "num_devices": len(self.devices),
-            "fine_tuned_from": self.fine_tuned_from,
-        }
-        interval = c.evaluation_interval
-        if interval and self.iteration % interval == 0:
-            result["evaluation"] = {"env_runners": self.evaluate()}
-        result["time_this_iter_s"] = time.perf_counter() - t0
-        self.history.append(result)
-        return result
+        return self._iteration_result(
+            t0, steps, finished, sample_s,
+            {MODULE_ID: {**metrics, **extra, "num_module_steps_trained": trained,
+                         "vf_explained_var": explained_variance(cols)},
+             "__all_modules__": {"num_env_steps_trained": trained_env_steps,
+                                 "learner_update_timer": update_s / num_updates}},
+            fine_tuned_from=self.fine_tuned_from)
 
     def _pad_sequences(self, cols: dict) -> dict:
         """A rollout's sequence rows padded with all-padding sequences (`loss_mask` False,

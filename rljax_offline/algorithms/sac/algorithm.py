@@ -156,8 +156,6 @@ class SAC(OnlineAlgorithm):
                                             fit=True)
         self.state = self.state._replace(connector_state=self.dp.put_replicated(cstate))
         self._add_rows(cols, len(cols["obs"]))
-        self.env_steps_sampled += steps
-        self._recent.extend(finished)
         learner, t_upd, n = {}, time.perf_counter(), 0
         if self.rows_added >= max(c.num_steps_sampled_before_learning_starts, 1):
             n = c.updates_per_iteration
@@ -166,30 +164,15 @@ class SAC(OnlineAlgorithm):
             self.state, metrics = self._scan(self.state, self._buffer_state)
             learner = {k: float(v) for k, v in jax.device_get(metrics).items()}
         update_s = time.perf_counter() - t_upd
-        self.iteration += 1
         trained = n * self.dp.batch_size
-        result = {
-            "training_iteration": self.iteration,
-            "algorithm": self.algo_name,
-            "env_runners": {**self._episode_metrics(), "num_episodes": len(finished),
-                            "num_env_steps_sampled": steps,
-                            "num_env_steps_sampled_lifetime": self.env_steps_sampled,
-                            "sample_time_s": sample_s},
-            "learners": {MODULE_ID: {**learner, "num_module_steps_trained": trained},
-                         "__all_modules__": {"num_env_steps_trained": trained,
-                                             "learner_update_timer": update_s / max(n, 1)}},
-            "replay_buffer": {"rows_added_lifetime": self.rows_added,
-                              "capacity": self.buffer.capacity},
-            "num_env_steps_sampled_lifetime": self.env_steps_sampled,
-            "num_devices": len(self.devices),
-            "started_from": self.started_from,
-        }
-        interval = c.evaluation_interval
-        if interval and self.iteration % interval == 0:
-            result["evaluation"] = {"env_runners": self.evaluate()}
-        result["time_this_iter_s"] = time.perf_counter() - t0
-        self.history.append(result)
-        return result
+        return self._iteration_result(
+            t0, steps, finished, sample_s,
+            {MODULE_ID: {**learner, "num_module_steps_trained": trained},
+             "__all_modules__": {"num_env_steps_trained": trained,
+                                 "learner_update_timer": update_s / max(n, 1)}},
+            replay_buffer={"rows_added_lifetime": self.rows_added,
+                           "capacity": self.buffer.capacity},
+            started_from=self.started_from)
 
     # ------------------------------------------------------------------ checkpoints
 
