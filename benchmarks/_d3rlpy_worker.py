@@ -41,6 +41,9 @@ def main():
     ap.add_argument("--eval-episodes", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch-size", type=int, help="d3rlpy's default when not given")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=JSON",
+                    help="a config field away from d3rlpy's default, for a diagnosis "
+                         "(e.g. target_update_interval=1000); the comparison uses none")
     args = ap.parse_args()
     d3rlpy.seed(args.seed)
     data = np.load(args.data)
@@ -53,6 +56,9 @@ def main():
         kwargs["observation_scaler"] = d3rlpy.preprocessing.StandardObservationScaler()
     if args.batch_size:
         kwargs["batch_size"] = args.batch_size
+    for item in args.set:
+        name, _, value = item.partition("=")
+        kwargs[name] = json.loads(value)
     config = ALGOS[args.algo](**kwargs)
     dataset = d3rlpy.dataset.MDPDataset(
         data["observations"], data["actions"], data["rewards"], data["terminals"],
@@ -72,7 +78,7 @@ def main():
     wall = time.perf_counter() - t0
     step_s_per_part = [float(m["time_step"]) for _, m in history]
     print(json.dumps({
-        "library": f"d3rlpy {d3rlpy.__version__}", "algo": args.algo,
+        "library": f"d3rlpy {d3rlpy.__version__}", "algo": args.algo, "set": args.set,
         "batch_size": config.batch_size, "updates": per_eval * args.evals,
         "step_s_per_part": step_s_per_part, "wall_s": wall,
         "returns": [float(m["return"]) for _, m in history]}))

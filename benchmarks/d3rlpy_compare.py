@@ -110,7 +110,7 @@ def kept(runs: str | None, key: str, make, reuse: bool = True) -> dict:
 def run_case(name: str, python: str, seeds: list[int], updates: int | None, evals: int,
              eval_episodes: int, plots: str | None, runs: str | None = None,
              sides: str = "both", reuse_ours: bool = False,
-             d3rlpy_seeds: list[int] | None = None) -> dict | None:
+             d3rlpy_seeds: list[int] | None = None, threads: int = 1) -> dict | None:
     case = CASES[name]
     n = updates or case.updates
     data, env_id = recording(case.recipe), RECIPES[case.recipe].env_id
@@ -131,7 +131,7 @@ def run_case(name: str, python: str, seeds: list[int], updates: int | None, eval
             h = saved(runs, f"d3rlpy-{name}-s{seed}-u{n}-e{evals}x{eval_episodes}",
                       None if only_saved else lambda seed=seed: run_d3rlpy(
                           python, data, env_id, case.d3rlpy_algo, n, seed, evals=evals,
-                          eval_episodes=eval_episodes, batch_size=batch))
+                          eval_episodes=eval_episodes, batch_size=batch, threads=threads))
             theirs += [h] if h else []
             print(json.dumps({"case": name, **(h or {"missing": f"d3rlpy seed {seed}"})}),
                   flush=True)
@@ -163,6 +163,9 @@ def main():
     ap.add_argument("--eval-episodes", type=int, default=10)
     ap.add_argument("--plots", default=FIGURES, help="folder for the PNGs ('' for none)")
     ap.add_argument("--d3rlpy-python", help="interpreter with d3rlpy 2.8 installed")
+    ap.add_argument("--d3rlpy-threads", type=int, default=1,
+                    help="torch's threads in d3rlpy's interpreter (0: torch's default, which "
+                         "oversubscribes a shared 2-core CPU)")
     ap.add_argument("--runs", help="folder where d3rlpy's histories are saved and reused "
                     "(same case, seed, updates and evaluations)")
     ap.add_argument("--sides", default="both", choices=("both", "ours", "d3rlpy", "saved"),
@@ -178,7 +181,7 @@ def main():
     rows = [run_case(name, python, seeds, args.updates, args.evals, args.eval_episodes,
                      args.plots or None, args.runs, args.sides, args.reuse_ours,
                      [int(s) for s in args.d3rlpy_seeds.split(",")] if args.d3rlpy_seeds
-                     else None)
+                     else None, args.d3rlpy_threads)
             for name in args.only.split(",")]
     rows = [r for r in rows if r is not None]
     print(f"\n{'case':15} {'updates':>7} {'seeds':>7} {'ours level':>16} "

@@ -108,8 +108,6 @@ def main():
                     help="table and plots from the finished runs in --runs, nothing trained")
     args = ap.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
-    if args.d3rlpy_threads:  # the worker's interpreter inherits this process's environment
-        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(args.d3rlpy_threads)
     names, algos = args.datasets.split(","), args.algos.split(",")
     paths = {name: dataset(name, args.data_root, args) for name in names}
 
@@ -126,7 +124,7 @@ def main():
                               config_class(algo)(), updates, seed, **common)
         return cached_run(args.runs, f"{name}-d3rlpy-{d3}-{updates}-s{seed}",
                           run_d3rlpy if train else None, args.d3rlpy_python, paths[name],
-                          env_id, d3, updates, seed, **common)
+                          env_id, d3, updates, seed, threads=args.d3rlpy_threads, **common)
 
     libraries = ["ours"] + (["d3rlpy"] if args.d3rlpy_python else [])
     d3rlpy_algos = args.d3rlpy_algos.split(",") if args.d3rlpy_algos else algos
