@@ -142,3 +142,21 @@ def test_model_config_flag_gives_recurrent_policies_and_names_unknown_keys(capsy
         with pytest.raises(SystemExit) as e:
             build_parser().parse_args(["train", "--input", "x", "--model-config", bad])
         assert e.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_sac_trains_from_the_cli_with_auto_target_entropy_and_no_update_at_first(tmp_path):
+    """`--target-entropy` takes "auto" or a number; an iteration before learning starts has
+    no loss, and its progress line, metrics row and learning curve leave it out."""
+    run = tmp_path / "sac"
+    out = cli("train", "--algo", "sac", "--env", "Pendulum-v1", "--target-entropy", "auto",
+              "--num-steps-sampled-before-learning-starts", "150", "--batch-size", "32",
+              "--hiddens", "16", "--iterations", "2", "--eval-episodes", "1",
+              "--out", str(run), "--quiet")
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    trained = [r["learners"]["default_policy"].get("num_module_steps_trained") for r in rows]
+    assert trained[0] == 0 and trained[1] > 0  # 100 env steps a iteration: none, then some
+    assert (run / "learning_curve.png").stat().st_size > 1000
+    out = cli("train", "--algo", "sac", "--env", "Pendulum-v1", "--target-entropy", "-0.5",
+              "--iterations", "1", "--out", str(tmp_path / "number"), "--quiet")
+    assert out.returncode == 0, out.stderr

@@ -59,14 +59,15 @@ X_AXES = {"iteration": "training iteration", "updates": "gradient updates",
           "samples": "timesteps trained on"}
 
 
-def main_loss(learner_metrics: dict) -> tuple[str, float]:
+def main_loss(learner_metrics: dict) -> tuple[str, float] | None:
     """The loss a curve shows: the total loss (mean over the iteration's updates) where the
-    algorithm reports one, else its policy or Q loss."""
+    algorithm reports one, else its policy or Q loss; None for an iteration that made no
+    update (SAC before `num_steps_sampled_before_learning_starts`)."""
     for name in ("total_loss", "policy_loss", "qf_loss", "vf_loss"):
         for key in (f"{name}_mean", name):
             if key in learner_metrics:
                 return name, learner_metrics[key]
-    raise KeyError(f"no loss among the learner metrics {sorted(learner_metrics)}")
+    return None
 
 
 def _x_value(result: dict, x_axis: str, updates_per_iteration: int | None) -> float:
@@ -97,15 +98,17 @@ def save_learning_curve(history: Sequence[dict], path: str, *, title: str = "tra
     if x_axis not in X_AXES:
         raise ValueError(f"x_axis must be one of {sorted(X_AXES)}, got {x_axis!r}")
     plt, fig, (ax_loss, ax_ret) = _figure(2)
-    it = [_x_value(r, x_axis, updates_per_iteration) for r in history]
-    loss = [main_loss(r["learners"]["default_policy"])[1] for r in history]
-    loss_name = main_loss(history[0]["learners"]["default_policy"])[0] if history else "loss"
+    named = [(r, main_loss(r["learners"]["default_policy"])) for r in history]
+    named = [(r, n) for r, n in named if n is not None]  # iterations that made updates
+    it = [_x_value(r, x_axis, updates_per_iteration) for r, _ in named]
+    loss = [n[1] for _, n in named]
+    loss_name = named[0][1][0] if named else "loss"
     ax_loss.plot(it, loss, color="tab:blue")
     for ax in (ax_loss, ax_ret):
         _readable_counts(ax.xaxis)
     ax_loss.set_xlabel(X_AXES[x_axis])
     ax_loss.set_ylabel(loss_name.replace("_", " "))
-    ax_loss.set_yscale("log" if min(loss) > 0 else "linear")
+    ax_loss.set_yscale("log" if loss and min(loss) > 0 else "linear")
     ax_loss.set_title(f"{title}: loss")
     ev = [(_x_value(r, x_axis, updates_per_iteration), r["evaluation"]["env_runners"])
           for r in history if "evaluation" in r]

@@ -24,9 +24,11 @@ from rljax_offline.runtime.distributed import is_writer
 
 
 def _short(result: dict) -> dict:
-    name, loss = main_loss(result["learners"]["default_policy"])
-    row = {"iteration": result["training_iteration"], name: round(loss, 5),
-           "time_this_iter_s": round(result["time_this_iter_s"], 3)}
+    row = {"iteration": result["training_iteration"]}
+    named = main_loss(result["learners"]["default_policy"])
+    if named is not None:  # None: an iteration that made no update yet
+        row[named[0]] = round(named[1], 5)
+    row["time_this_iter_s"] = round(result["time_this_iter_s"], 3)
     if "evaluation" in result:
         ev = result["evaluation"]["env_runners"]
         row["episode_return_mean"] = round(ev["episode_return_mean"], 2)

@@ -9,6 +9,8 @@ change here.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import Any
 
 from rljax_offline.algorithms import registry
 from rljax_offline.algorithms.config import AlgorithmConfig
@@ -153,11 +155,26 @@ def _flag_type(annotation, default):
     """The argparse type of a config option, from its annotation (a string under
     `from __future__ import annotations`) or, failing that, its default."""
     text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
-    for name, kind in (("bool", parse_bool), ("int", int), ("float", finite_float),
-                       ("str", str)):
-        if text.split("|")[0].strip() == name:
-            return kind
+    kinds = {"bool": parse_bool, "int": int, "float": finite_float, "str": str}
+    parts = [kinds[p.strip()] for p in text.split("|") if p.strip() in kinds]
+    if len(parts) > 1:  # `float | str` (SAC's target_entropy: a number or "auto")
+        return _first_that_parses(parts)
+    if parts:
+        return parts[0]
     return {bool: parse_bool, int: int, float: finite_float, str: str}.get(type(default), str)
+
+
+def _first_that_parses(kinds: list) -> Callable[[str], Any]:
+    """A flag type trying each of `kinds` in order; the last one's error when none parses."""
+    def parse(text: str):
+        for kind in kinds[:-1]:
+            try:
+                return kind(text)
+            except (ValueError, argparse.ArgumentTypeError):
+                continue
+        return kinds[-1](text)
+
+    return parse
 
 
 def register(sub, algo: str = DEFAULT_ALGO) -> None:
