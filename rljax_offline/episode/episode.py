@@ -1,15 +1,15 @@
 """`Episode`: the finalized single-agent episode, an immutable JAX pytree with RLlib's API.
 
-It matches RLlib's `SingleAgentEpisode` (getters, lookback buffers, slicing, `cut`,
-`concat_episode`, `get_state`/`from_state`), except that whatever mutates in RLlib returns a
-new `Episode` here. Array leaves are `observations` (one more than actions; a pytree for
-Dict/Tuple spaces), `actions`, `rewards` and `extra_model_outputs`; each holds the lookback
-buffer at its front, as in RLlib. Static metadata (hashable, in jit's cache key) is only what
-shapes and indexing need (`t_started`, `len_lookback_buffer`, the end flags, the spaces); ids,
-infos, custom data and times are host data outside the pytree, so one compile serves every
-episode of the same shapes. `jax.jit`, `jax.tree_util.tree_map` and `jax.device_put` accept an
-`Episode` and return it without host data (`has_host_data` False; `with_host_data(original)`
-puts it back, `to_numpy()` keeps it).
+It matches RLlib's `SingleAgentEpisode` (getters and setters, from `episode.access`; lookback
+buffers, slicing, `cut`, `concat_episode`, `get_state`/`from_state`), except that whatever
+mutates in RLlib returns a new `Episode` here. Array leaves are `observations` (one more than
+actions; a pytree for Dict/Tuple spaces), `actions`, `rewards` and `extra_model_outputs`; each
+holds the lookback buffer at its front, as in RLlib. Static metadata (hashable, in jit's cache
+key) is only what shapes and indexing need (`t_started`, `len_lookback_buffer`, the end flags,
+the spaces); ids, infos, custom data and times are host data outside the pytree, so one compile
+serves every episode of the same shapes. `jax.jit`, `jax.tree_util.tree_map` and
+`jax.device_put` accept an `Episode` and return it without host data (`has_host_data` False;
+`with_host_data(original)` puts it back, `to_numpy()` keeps it).
 
 Example:
     >>> import numpy as np
@@ -30,10 +30,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax_offline import spaces as sp
-from rljax_offline.episode import lookback as lb
+from rljax_offline.episode.access import EpisodeAccess, as_data, num_items
 from rljax_offline.episode.rllib_state import episode_from_state, episode_state
 from rljax_offline.errors import EpisodeError
-from rljax_offline.tree_util import FrozenPytree, HostData, leading_dim, stack_items
+from rljax_offline.tree_util import FrozenPytree, HostData, leading_dim
 
 _ARRAY_FIELDS = ("observations", "actions", "rewards", "extra_model_outputs")
 # Static metadata (hashable, part of the jit cache key): only what shapes and indexing need.
@@ -46,18 +46,6 @@ _HOST_FIELDS = ("id_", "agent_id", "module_id", "multi_agent_episode_id", "_info
 _NO_HOST_DATA = ("this Episode came out of a JAX transform (jit, tree_map, device_put), which "
                  "does not carry host data (id_, infos, custom_data): restore it with "
                  "ep.with_host_data(original) or use ep.to_numpy()")
-
-
-def _as_data(data: Any, spec: sp.SpaceSpec | None, what: str) -> Any:
-    """Lists hold per-step items (RLlib's non-finalized layout); anything else is stacked."""
-    if data is None or (isinstance(data, list) and not data):
-        if spec is not None:
-            return sp.empty_data(spec)
-        return np.zeros((0,), np.float64 if what == "rewards" else np.float32)
-    if isinstance(data, list):
-        return stack_items(data, what)
-    return jax.tree_util.tree_map(
-        lambda x: x if isinstance(x, (jax.Array, np.ndarray)) else np.asarray(x), data)
 
 
 def _check_against_space(data: Any, spec: sp.SpaceSpec | None, what: str) -> None:
@@ -80,58 +68,9 @@ def _check_against_space(data: Any, spec: sp.SpaceSpec | None, what: str) -> Non
                 f"but the space expects {tuple(shape)}")
 
 
-def _num_items(data: Any) -> int:
-    return jax.tree_util.tree_leaves(data)[0].shape[0]
-
-
-def _set_items(data: Any, n: int, lookback: int, new_data: Any, at_indices: Any,
-               neg_index_as_lookback: bool, what: str) -> Any:
-    """Returns `data` with the items at `at_indices` replaced (RLlib's buffer `set` rules)."""
-    if at_indices is None:
-        at_indices = slice(None, None)
-    if isinstance(at_indices, slice):
-        p = lb.plan(at_indices, n, lookback, neg_index_as_lookback=neg_index_as_lookback,
-                    what=what)
-        count = p.length
-        new_data = _as_data(new_data, None, what) if isinstance(new_data, list) else new_data
-        new_data = jax.tree_util.tree_map(
-            lambda x: x if isinstance(x, (jax.Array, np.ndarray)) else np.asarray(x), new_data)
-        shapes = [np.shape(x) for x in jax.tree_util.tree_leaves(new_data)]
-        new_len = shapes[0][0] if shapes and shapes[0] else 0
-        if new_len != count:
-            raise IndexError(f"cannot set {what} at {at_indices}: the slice holds {count} "
-                             f"items but new_data has {new_len}")
-        index: Any = slice(*p.segments[0])
-    elif isinstance(at_indices, (list, tuple)):
-        if isinstance(new_data, list):
-            new_data = _as_data(new_data, None, what)
-        index = np.asarray([lb.positions(lb.plan(int(i), n, lookback,
-                                                 neg_index_as_lookback=neg_index_as_lookback,
-                                                 what=what))[0] for i in at_indices], np.int64)
-    else:
-        index = lb.positions(lb.plan(at_indices, n, lookback,
-                                     neg_index_as_lookback=neg_index_as_lookback, what=what))[0]
-
-    def set_leaf(leaf, new):
-        if isinstance(leaf, jax.Array):
-            return leaf.at[index].set(jnp.asarray(new, leaf.dtype))
-        out = np.array(leaf, copy=True)
-        try:
-            out[index] = new
-        except ValueError as e:
-            raise EpisodeError(f"cannot set {what}: new_data does not fit: {e}") from e
-        return out
-
-    try:
-        return jax.tree_util.tree_map(set_leaf, data, new_data)
-    except ValueError as e:
-        if isinstance(e, EpisodeError):
-            raise
-        raise EpisodeError(f"cannot set {what}: new_data's structure does not match: {e}") from e
-
 
 @jax.tree_util.register_pytree_with_keys_class
-class Episode(FrozenPytree):
+class Episode(EpisodeAccess, FrozenPytree):
     """A finalized single-agent episode (chunk), immutable. See the module docstring."""
 
     __slots__ = _ARRAY_FIELDS + _STATIC_FIELDS + _HOST_FIELDS
@@ -161,10 +100,10 @@ class Episode(FrozenPytree):
     ):
         obs_spec, act_spec = sp.to_spec(observation_space), sp.to_spec(action_space)
         try:
-            obs = _as_data(observations, obs_spec, "observations")
-            act = _as_data(actions, act_spec, "actions")
-            rew = _as_data(rewards, None, "rewards")
-            emo = {str(k): _as_data(v, None, f"extra_model_outputs[{k!r}]")
+            obs = as_data(observations, obs_spec, "observations")
+            act = as_data(actions, act_spec, "actions")
+            rew = as_data(rewards, None, "rewards")
+            emo = {str(k): as_data(v, None, f"extra_model_outputs[{k!r}]")
                    for k, v in (extra_model_outputs or {}).items()}
             n_obs = leading_dim(obs, "observations")
             n_act = leading_dim(act, "actions")
@@ -287,14 +226,21 @@ class Episode(FrozenPytree):
         kwargs.update(changes)
         return self._derived(**kwargs)
 
+    def _with(self, **leaves) -> Episode:
+        """Swaps array leaves of equal shape without re-validating (works on traced data)."""
+        out = object.__new__(Episode)
+        out._init_fields({f: leaves.get(f, getattr(self, f)) for f in _ARRAY_FIELDS})
+        out._init_fields({f: getattr(self, f) for f in _STATIC_FIELDS + _HOST_FIELDS})
+        return out
+
     # ------------------------------------------------------------------ properties
 
     def __len__(self) -> int:
-        return _num_items(self.actions) - self.len_lookback_buffer
+        return num_items(self.actions) - self.len_lookback_buffer
 
     @property
     def _n_obs(self) -> int:
-        return _num_items(self.observations)
+        return num_items(self.observations)
 
     @property
     def is_terminated(self) -> bool:
@@ -343,94 +289,6 @@ class Episode(FrozenPytree):
         if not self.has_host_data:
             raise EpisodeError(_NO_HOST_DATA)
         return types.MappingProxyType(self._custom_data.value)
-
-    # ------------------------------------------------------------------ getters
-
-    def _get(self, data, n, indices, neg_index_as_lookback, fill, what):
-        p = lb.plan(indices, n, self.len_lookback_buffer,
-                    neg_index_as_lookback=neg_index_as_lookback, fill=fill, what=what)
-        return lb.take_array(data, p, fill)
-
-    def get_observations(self, indices=None, *, neg_index_as_lookback: bool = False,
-                         fill: Any = None) -> Any:
-        """Observations at `indices` (see `rljax_offline.episode.lookback` for the index rules)."""
-        return self._get(self.observations, self._n_obs, indices, neg_index_as_lookback,
-                         fill, "observations")
-
-    def get_actions(self, indices=None, *, neg_index_as_lookback: bool = False,
-                    fill: Any = None) -> Any:
-        return self._get(self.actions, _num_items(self.actions), indices,
-                         neg_index_as_lookback, fill, "actions")
-
-    def get_rewards(self, indices=None, *, neg_index_as_lookback: bool = False,
-                    fill: Any = None) -> Any:
-        return self._get(self.rewards, _num_items(self.rewards), indices,
-                         neg_index_as_lookback, fill, "rewards")
-
-    def get_extra_model_outputs(self, key: str | None = None, indices=None, *,
-                                neg_index_as_lookback: bool = False, fill: Any = None) -> Any:
-        """One extra model output (or, with `key=None`, a dict of all of them)."""
-        if key is None:
-            return {k: self.get_extra_model_outputs(k, indices,
-                                                    neg_index_as_lookback=neg_index_as_lookback,
-                                                    fill=fill)
-                    for k in self.extra_model_outputs}
-        if key not in self.extra_model_outputs:
-            raise KeyError(f"no extra model output {key!r}; this episode has "
-                           f"{sorted(self.extra_model_outputs)}")
-        data = self.extra_model_outputs[key]
-        return self._get(data, _num_items(data), indices, neg_index_as_lookback, fill,
-                         f"extra_model_outputs[{key!r}]")
-
-    def get_infos(self, indices=None, *, neg_index_as_lookback: bool = False,
-                  fill: Any = None) -> Any:
-        infos = self.infos
-        p = lb.plan(indices, len(infos), self.len_lookback_buffer,
-                    neg_index_as_lookback=neg_index_as_lookback, fill=fill, what="infos")
-        out = lb.take_list(list(infos), p, fill, fill)
-        return out[0] if p.single else out
-
-    def get_return(self) -> Any:
-        """Sum of this chunk's rewards (the lookback buffer excluded)."""
-        r = self.rewards[self.len_lookback_buffer:]
-        return r.sum() if isinstance(r, jax.Array) else float(np.sum(r))
-
-    # ------------------------------------------------------------------ setters (new episodes)
-
-    def set_observations(self, *, new_data, at_indices=None,
-                         neg_index_as_lookback: bool = False) -> Episode:
-        obs = _set_items(self.observations, self._n_obs, self.len_lookback_buffer, new_data,
-                         at_indices, neg_index_as_lookback, "observations")
-        return self._with(observations=obs)
-
-    def set_actions(self, *, new_data, at_indices=None,
-                    neg_index_as_lookback: bool = False) -> Episode:
-        act = _set_items(self.actions, _num_items(self.actions), self.len_lookback_buffer,
-                         new_data, at_indices, neg_index_as_lookback, "actions")
-        return self._with(actions=act)
-
-    def set_rewards(self, *, new_data, at_indices=None,
-                    neg_index_as_lookback: bool = False) -> Episode:
-        rew = _set_items(self.rewards, _num_items(self.rewards), self.len_lookback_buffer,
-                         new_data, at_indices, neg_index_as_lookback, "rewards")
-        return self._with(rewards=rew)
-
-    def set_extra_model_outputs(self, *, key: str, new_data, at_indices=None,
-                                neg_index_as_lookback: bool = False) -> Episode:
-        if key not in self.extra_model_outputs:
-            raise KeyError(f"no extra model output {key!r}; this episode has "
-                           f"{sorted(self.extra_model_outputs)}")
-        data = self.extra_model_outputs[key]
-        new = _set_items(data, _num_items(data), self.len_lookback_buffer, new_data,
-                         at_indices, neg_index_as_lookback, f"extra_model_outputs[{key!r}]")
-        return self._with(extra_model_outputs={**self.extra_model_outputs, key: new})
-
-    def _with(self, **leaves) -> Episode:
-        """Swaps array leaves of equal shape without re-validating (works on traced data)."""
-        out = object.__new__(Episode)
-        out._init_fields({f: leaves.get(f, getattr(self, f)) for f in _ARRAY_FIELDS})
-        out._init_fields({f: getattr(self, f) for f in _STATIC_FIELDS + _HOST_FIELDS})
-        return out
 
     # ------------------------------------------------------------------ chunks
 
