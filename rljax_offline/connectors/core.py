@@ -118,6 +118,26 @@ def named_states(connector: Connector, state: Any) -> Any:
     return out
 
 
+def _apply_piece(piece: Connector, state, episodes, batch, ctx) -> tuple:
+    return piece.apply(state, episodes, batch, ctx)
+
+
+def _run_pieces(pieces: tuple, state, episodes, batch, ctx: Context, run_piece: Callable):
+    """The one walk of a pipeline: `run_piece(piece, state, episodes, batch, ctx)` for each
+    piece in order, the RNG folded with the piece's position. A pipeline's `apply` runs each
+    piece's own `apply`; `apply_writing_back` runs its own step, to see the pieces inside."""
+    if not isinstance(state, tuple) or len(state) != len(pieces):
+        raise ValueError(f"this pipeline needs a state for {len(pieces)} pieces (from its "
+                         f"init(spaces)), got {state!r:.80}")
+    new_states = []
+    for i, (p, s) in enumerate(zip(pieces, state)):
+        if ctx.rng is not None:
+            ctx = ctx._replace(rng=jax.random.fold_in(ctx.rng, i))
+        episodes, batch, s = run_piece(p, s, episodes, batch, ctx)
+        new_states.append(s)
+    return episodes, batch, tuple(new_states)
+
+
 def pipeline(*pieces: Connector) -> Connector:
     """Runs `pieces` in order; the state is the tuple of the pieces' states."""
     for i, p in enumerate(pieces):
@@ -133,16 +153,7 @@ def pipeline(*pieces: Connector) -> Connector:
 
     def apply(state, episodes, batch, ctx=None):
         ctx = EMPTY_CONTEXT if ctx is None else ctx
-        if not isinstance(state, tuple) or len(state) != len(pieces):
-            raise ValueError(f"this pipeline needs a state for {len(pieces)} pieces (from its "
-                             f"init(spaces)), got {state!r:.80}")
-        new_states = []
-        for i, (p, s) in enumerate(zip(pieces, state)):
-            if ctx.rng is not None:
-                ctx = ctx._replace(rng=jax.random.fold_in(ctx.rng, i))
-            episodes, batch, s = p.apply(s, episodes, batch, ctx)
-            new_states.append(s)
-        return episodes, batch, tuple(new_states)
+        return _run_pieces(pieces, state, episodes, batch, ctx, _apply_piece)
 
     def out_spaces(spaces):
         for p in pieces:
@@ -222,21 +233,12 @@ def apply_writing_back(connector: Connector, state, episodes, batch, ctx=None):
     written = [None]
 
     def run(piece, s, eps, b, c):
-        if not piece.pieces:
-            eps, b, s = piece.apply(s, eps, b, c)
-            if piece.writes_back:
-                written[0] = eps.observations
-            return eps, b, s
-        if not isinstance(s, tuple) or len(s) != len(piece.pieces):
-            raise ValueError(f"this pipeline needs a state for {len(piece.pieces)} pieces "
-                             f"(from its init(spaces)), got {s!r:.80}")
-        new = []
-        for i, (p, ps) in enumerate(zip(piece.pieces, s)):
-            if c.rng is not None:
-                c = c._replace(rng=jax.random.fold_in(c.rng, i))
-            eps, b, ps = run(p, ps, eps, b, c)
-            new.append(ps)
-        return eps, b, tuple(new)
+        if piece.pieces:
+            return _run_pieces(piece.pieces, s, eps, b, c, run)
+        eps, b, s = piece.apply(s, eps, b, c)
+        if piece.writes_back:
+            written[0] = eps.observations
+        return eps, b, s
 
     before = episodes.observations
     out_eps, out_batch, new_state = run(connector, state, episodes, batch, ctx)
