@@ -93,13 +93,14 @@ def test_bootstrap_heads_option():
         parse_methods({"f": {"type": "fqe", "bootstrap_heads": 0}})
 
 
-def test_the_last_scan_spans_whole_backups():
-    assert segments(8000, 100) == [1000] * 8
-    assert segments(1500, 25) == [500, 1000]
-    assert segments(1030, 100) == [30, 1000]
-    assert segments(250, 100) == [50, 200]
-    assert segments(40, 100) == [40]  # fewer updates than a period: compared with the init
-    assert sum(segments(12345, 70)) == 12345 and segments(12345, 70)[-1] == 980
+def test_the_compared_span_is_the_second_half_in_whole_backups():
+    assert segments(8000, 100) == ([1000] * 8, 4)
+    assert segments(1500, 25) == ([750, 750], 1)  # 750 updates back: 30 backups
+    assert segments(1030, 100) == ([530, 500], 1)
+    assert segments(250, 100) == ([150, 100], 1)
+    assert segments(150, 100) == ([150], 0)  # under two periods: compared with the init
+    parts, first = segments(12345, 70)
+    assert sum(parts) == 12345 and max(parts) <= 1000 and sum(parts[first:]) == 6160
 
 
 def test_convergence_bound_is_banachs_a_posteriori_bound():
@@ -121,7 +122,7 @@ def test_an_early_stopped_fqe_interval_covers_the_exact_value_through_its_bound(
                            gym.spaces.Discrete(2))
     exact = float(np.mean(exact_values()))  # every row is its own one-step "episode"
     out = {}
-    for updates in (100, 1500):
+    for updates in (100, 1500):  # compared over the last 2 and 30 backups
         opts = FQEOptions(num_updates=updates, train_batch_size=96, lr=3e-3,
                           target_update_period=25, model_config={"fcnet_hiddens": [32]},
                           num_devices=1, update_mode="jit")
@@ -129,7 +130,7 @@ def test_an_early_stopped_fqe_interval_covers_the_exact_value_through_its_bound(
         out[updates] = run({"dm": Method("dm", fqe=opts)}, cols_run, [1] * n, target,
                            SPECS[0], SPECS[1], GAMMA, num_bootstrap=50)["dm"]
     early, done = out[100], out[1500]
-    assert early["fqe_backups_compared"] == 4.0
+    assert early["fqe_backups_compared"] == 2.0 and done["fqe_backups_compared"] == 30.0
     lo, hi = early["v_target_ci_bootstrap"]
     assert not lo <= exact <= hi  # the sampling interval misses the truncation bias
     assert early["v_target_ci"][0] <= exact <= early["v_target_ci"][1]

@@ -28,9 +28,10 @@ before its fixed point has one (CartPole's good policies in `benchmarks/ope.py`:
 climbing by ~4 per 10 backups after 80 of them, diverging when run longer). FQE iterates the
 target policy's Bellman operator, a gamma-contraction in the sup norm, so an iterate lies
 within `gamma^m / (1 - gamma^m)` times its change over the last m backups of the fixed point
-(Banach's a posteriori bound): the last `lax.scan` call spans whole backups, the params
-before it are kept, and `convergence_bound` measures the largest change of Q(s, a) and
-V(s) over the data's rows. `dm`'s interval is widened by it (`ope.estimators.summarize`).
+(Banach's a posteriori bound): the params at the fit's middle (a whole number of backups
+before its end) are kept, and `convergence_bound` measures the largest change of Q(s, a)
+and V(s) over the data's rows since then. `dm`'s interval is widened by it
+(`ope.estimators.summarize`).
 """
 
 from __future__ import annotations
@@ -127,16 +128,22 @@ def fqe_learning(obs_spec, act_spec, gamma: float, options: FQEOptions) -> Learn
         target_update_period=options.target_update_period)
 
 
-def segments(num_updates: int, period: int, chunk: int = 1000) -> list[int]:
-    """The fit's `lax.scan` calls: chunks of at most `chunk` updates, the last one a span of
-    whole backups (the largest multiple of `period` up to `chunk`, or every update when
-    there are fewer than `period`), so that the params before it are an earlier iterate of
-    the same fit (`FQEFit.q_sa_prev`)."""
-    span = min(num_updates, chunk)
-    if span >= period:
-        span -= span % period
+def segments(num_updates: int, period: int, chunk: int = 1000) -> tuple[list[int], int]:
+    """The fit's `lax.scan` calls (at most `chunk` updates each) and the index of the first
+    call of the compared span: the second half of the fit in whole backups (the largest
+    multiple of `period` up to `num_updates // 2`, or every update when that is less than a
+    period), so that the params before it are an earlier iterate of the same fit
+    (`FQEFit.q_sa_prev`). Half the fit: the more backups compared, the smaller the factor
+    `gamma^m / (1 - gamma^m)` on the optimiser's noise in the change."""
+    span = num_updates // 2
+    span = span - span % period if span >= period else num_updates
     head = num_updates - span
-    return [chunk] * (head // chunk) + ([head % chunk] if head % chunk else []) + [span]
+
+    def cut(n):
+        return [chunk] * (n // chunk) + ([n % chunk] if n % chunk else [])
+
+    first = cut(head)
+    return first + cut(span), len(first)
 
 
 class FQEFit(NamedTuple):
@@ -184,10 +191,10 @@ def fit_fqe(columns: dict, obs_spec, act_spec, gamma: float,
     data = dp.put_data({k: np.asarray(v) for k, v in columns.items()})
     scans: dict = {}
     t_run, measured, metrics = 0.0, 0, {}
-    parts = segments(options.num_updates, options.target_update_period)
+    parts, compared_from = segments(options.num_updates, options.target_update_period)
     prev = None
     for i, length in enumerate(parts):
-        if i == len(parts) - 1:
+        if i == compared_from:
             prev = jax.device_get(state.params["q"])
         if length not in scans:
             scans[length] = dp.scan_on_device(length)
@@ -204,7 +211,7 @@ def fit_fqe(columns: dict, obs_spec, act_spec, gamma: float,
     out = {"fqe_loss": float(metrics["fqe_loss"]), "fqe_q_mean": float(metrics["q_mean"]),
            "fqe_num_updates": options.num_updates,
            "fqe_bootstrap_heads": options.bootstrap_heads,
-           "fqe_backups_compared": parts[-1] / options.target_update_period,
+           "fqe_backups_compared": sum(parts[compared_from:]) / options.target_update_period,
            "fqe_updates_per_s": measured / t_run if t_run > 0 else float("nan")}
 
     def at(p):
