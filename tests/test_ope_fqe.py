@@ -138,3 +138,17 @@ def test_an_early_stopped_fqe_interval_covers_the_exact_value_through_its_bound(
     assert abs(done["v_target"] - exact) < 0.05
     assert done["v_target_model_error"] < early["v_target_model_error"] / 4
     assert done["v_target_ci"][0] <= exact <= done["v_target_ci"][1]
+
+
+def test_the_compared_iterate_is_the_fit_at_its_middle():
+    # 2050 updates run as [1000, 25, 1000, 25]: the kept iterate is the one after 1025
+    # updates, i.e. a fit of 1025 updates (same seed, same minibatches), not one after 2025
+    cols = chain_columns(copies=2)
+    opts = FQEOptions(num_updates=2050, train_batch_size=24, lr=1e-4, target_update_period=25,
+                      model_config={"fcnet_hiddens": [8]}, num_devices=1, update_mode="jit")
+    whole = fit_fqe(cols, *SPECS, GAMMA, opts)
+    half = fit_fqe(cols, *SPECS, GAMMA, opts._replace(num_updates=1025))
+    obs, act = cols["obs"][:6], cols["actions"][:6]
+    assert whole.metrics["fqe_backups_compared"] == 41.0
+    np.testing.assert_allclose(whole.q_sa_prev(obs, act), half.q_sa(obs, act), atol=1e-6)
+    assert not np.allclose(whole.q_sa(obs, act), half.q_sa(obs, act), atol=1e-2)  # it moved
