@@ -148,3 +148,24 @@ def test_bootstrap_heads_carry_the_models_spread_into_the_interval():
                     uses_weights=False)
     assert one["v_target_ci"] == (pytest.approx(10.0), pytest.approx(10.0))
     assert one["v_target_model_std"] is None
+
+
+def test_model_error_widens_the_direct_methods_interval_only():
+    # DM rests on the model alone: a bound on each head's distance to its fixed point widens
+    # its interval (the mean over heads, both sides); DR's corrections absorb model errors
+    E = 8
+    zeros = [[0.0]] * E
+    ep = arrays(zeros, zeros, zeros)
+    v = np.stack([np.zeros((E, 1)), np.full((E, 1), 10.0)])
+    two = ep._replace(q=v, v=v)
+    out = summarize("dm", two, 0.9, num_bootstrap=100, uses_weights=False,
+                    model_error=np.array([1.0, 3.0]))
+    assert out["v_target_model_error"] == pytest.approx(2.0)
+    assert out["v_target_ci_bootstrap"] == (pytest.approx(0.0), pytest.approx(10.0))
+    assert out["v_target_ci"] == (pytest.approx(-2.0), pytest.approx(12.0))
+    assert out["v_target"] == pytest.approx(5.0)  # the estimate itself is unchanged
+    dr = summarize("dr", ep._replace(q=np.zeros_like(v), v=v), 0.9, num_bootstrap=100,
+                   model_error=np.array([1.0, 3.0]))
+    assert dr["v_target_model_error"] is None
+    assert dr["v_target_ci"] == dr["v_target_ci_bootstrap"] == (
+        pytest.approx(0.0), pytest.approx(10.0))

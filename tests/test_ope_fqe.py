@@ -8,8 +8,10 @@ import pytest
 
 from rljax_offline import spaces as sp
 from rljax_offline.errors import ConfigError
-from rljax_offline.ope.fqe import bootstrap_weights, fit_fqe
-from rljax_offline.ope.methods import FQEOptions, parse_methods
+from rljax_offline.ope.fqe import bootstrap_weights, convergence_bound, fit_fqe, segments
+from rljax_offline.ope.methods import FQEOptions, Method, parse_methods
+from rljax_offline.ope.run import run
+from rljax_offline.ope.target import from_function
 
 GAMMA, P_RIGHT = 0.9, 0.7
 
@@ -89,3 +91,64 @@ def test_bootstrap_heads_option():
     assert parse_methods({"d": {"type": "dr", "bootstrap_heads": 3}})["d"].fqe.bootstrap_heads == 3
     with pytest.raises(ConfigError, match=r"\['f'\] \(dm\): bootstrap_heads must be an integer"):
         parse_methods({"f": {"type": "fqe", "bootstrap_heads": 0}})
+
+
+def test_the_compared_span_is_the_second_half_in_whole_backups():
+    assert segments(8000, 100) == ([1000] * 8, 4)
+    assert segments(1500, 25) == ([750, 750], 1)  # 750 updates back: 30 backups
+    assert segments(1030, 100) == ([530, 500], 1)
+    assert segments(250, 100) == ([150, 100], 1)
+    assert segments(150, 100) == ([150], 0)  # under two periods: compared with the init
+    parts, first = segments(12345, 70)
+    assert sum(parts) == 12345 and max(parts) <= 1000 and sum(parts[first:]) == 6160
+
+
+def test_convergence_bound_is_banachs_a_posteriori_bound():
+    # x_k = gamma^k x_0 (the error of a gamma-contraction's iterates): the bound from the
+    # change over the last m steps is exactly the remaining distance to the fixed point 0
+    gamma, x0, k, m = 0.9, 7.0, 30, 10
+    change = x0 * gamma ** (k - m) - x0 * gamma ** k
+    assert convergence_bound(np.array([change]), gamma, m)[0] == pytest.approx(x0 * gamma**k)
+    assert np.isinf(convergence_bound(np.array([0.5]), gamma, 0.0)[0])
+
+
+def test_an_early_stopped_fqe_interval_covers_the_exact_value_through_its_bound():
+    # 4 backups of a chain whose values need ~40: the bootstrap interval alone is far off
+    # (every resample shares the truncation), the convergence bound widens DM's interval
+    # over the exact value; a fit run to its fixed point keeps a tight interval
+    cols = chain_columns(copies=4)
+    n = len(cols["rewards"])
+    target = from_function(lambda obs: np.tile([1 - P_RIGHT, P_RIGHT], (len(obs), 1)),
+                           gym.spaces.Discrete(2))
+    exact = float(np.mean(exact_values()))  # every row is its own one-step "episode"
+    out = {}
+    for updates in (100, 1500):  # compared over the last 2 and 30 backups
+        opts = FQEOptions(num_updates=updates, train_batch_size=96, lr=3e-3,
+                          target_update_period=25, model_config={"fcnet_hiddens": [32]},
+                          num_devices=1, update_mode="jit")
+        cols_run = {k: v for k, v in cols.items() if k != "next_pi"}
+        out[updates] = run({"dm": Method("dm", fqe=opts)}, cols_run, [1] * n, target,
+                           SPECS[0], SPECS[1], GAMMA, num_bootstrap=50)["dm"]
+    early, done = out[100], out[1500]
+    assert early["fqe_backups_compared"] == 2.0 and done["fqe_backups_compared"] == 30.0
+    lo, hi = early["v_target_ci_bootstrap"]
+    assert not lo <= exact <= hi  # the sampling interval misses the truncation bias
+    assert early["v_target_ci"][0] <= exact <= early["v_target_ci"][1]
+    assert early["v_target_model_error"] == pytest.approx(early["fqe_convergence_bound"])
+    assert abs(done["v_target"] - exact) < 0.05
+    assert done["v_target_model_error"] < early["v_target_model_error"] / 4
+    assert done["v_target_ci"][0] <= exact <= done["v_target_ci"][1]
+
+
+def test_the_compared_iterate_is_the_fit_at_its_middle():
+    # 2050 updates run as [1000, 25, 1000, 25]: the kept iterate is the one after 1025
+    # updates, i.e. a fit of 1025 updates (same seed, same minibatches), not one after 2025
+    cols = chain_columns(copies=2)
+    opts = FQEOptions(num_updates=2050, train_batch_size=24, lr=1e-4, target_update_period=25,
+                      model_config={"fcnet_hiddens": [8]}, num_devices=1, update_mode="jit")
+    whole = fit_fqe(cols, *SPECS, GAMMA, opts)
+    half = fit_fqe(cols, *SPECS, GAMMA, opts._replace(num_updates=1025))
+    obs, act = cols["obs"][:6], cols["actions"][:6]
+    assert whole.metrics["fqe_backups_compared"] == 41.0
+    np.testing.assert_allclose(whole.q_sa_prev(obs, act), half.q_sa(obs, act), atol=1e-6)
+    assert not np.allclose(whole.q_sa(obs, act), half.q_sa(obs, act), atol=1e-2)  # it moved

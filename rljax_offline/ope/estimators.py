@@ -154,7 +154,7 @@ def heads(ep: EpisodeArrays) -> list[EpisodeArrays]:
 
 def summarize(name: str, ep: EpisodeArrays, gamma: float, *, weighted_dr: bool = True,
               num_bootstrap: int = 200, confidence: float = 0.95, seed: int = 0,
-              uses_weights: bool = True) -> dict:
+              uses_weights: bool = True, model_error=None) -> dict:
     """RLlib's OPE metrics for estimator `name` and a bootstrap interval on `v_target`.
 
     `v_behavior` / `v_target`: means over episodes of the per-episode values (for the
@@ -170,8 +170,14 @@ def summarize(name: str, ep: EpisodeArrays, gamma: float, *, weighted_dr: bool =
     the mean over heads of each head's estimate, and draw b of the interval evaluates head
     `b mod K` on its own episode resample, so the interval holds the model's spread (each
     head fitted on its own resample) as well as the episodes' (the law of total variance);
-    `v_target_model_std` is the heads' spread alone. With one head the interval covers the
-    sampling of episodes only, not the model's error."""
+    `v_target_model_std` is the heads' spread alone.
+
+    `model_error` (`[K]`, one per head, or None): a bound on each head's distance to its
+    Bellman fixed point (`ope.fqe.convergence_bound`). `dm` rests on the model alone, so its
+    interval is widened by the mean of the bounds on both sides (`v_target_model_error`;
+    `v_target_ci_bootstrap` keeps the episodes' interval alone). `dr` is left as it is: its
+    importance-weighted corrections have mean zero for any model error (E_mu[rho (Q - Q')]
+    = V - V'), so it turns into variance, which its bootstrap sees."""
     E = ep.num_episodes
     ones = np.ones((1, E))
     per_head = heads(ep)
@@ -192,11 +198,15 @@ def summarize(name: str, ep: EpisodeArrays, gamma: float, *, weighted_dr: bool =
     finite = draws[np.isfinite(draws)]
     lo, hi = ((float(np.quantile(finite, alpha)), float(np.quantile(finite, 1.0 - alpha)))
               if finite.size else (float("nan"), float("nan")))
+    widen = (float(np.mean(model_error)) if name == "dm" and model_error is not None
+             else None)
     return {
         "v_behavior": v_behavior, "v_behavior_std": float(np.std(per_behavior)),
         "v_target": v_target, "v_target_std": float(np.std(per_target)),
         "v_gain": v_target / max(v_behavior, 1e-8), "v_delta": v_target - v_behavior,
-        "v_target_ci": (lo, hi), "confidence": confidence,
+        "v_target_ci": (lo - (widen or 0.0), hi + (widen or 0.0)),
+        "v_target_ci_bootstrap": (lo, hi), "v_target_model_error": widen,
+        "confidence": confidence,
         "ess": effective_sample_size(ep) if uses_weights else None,
         "v_target_model_std": float(np.std(each.mean(axis=1))) if K > 1 else None,
         "num_episodes": E,

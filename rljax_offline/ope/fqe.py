@@ -22,6 +22,16 @@ TD errors. Each head's fit is then one draw of "resample the episodes, fit FQE",
 heads' spread is the model's error (data and optimisation); the heads are independent (the
 sum of their losses has no cross terms and Adam scales each parameter alone). K = 1 is the
 plain fit on every row, weight 1.
+
+Convergence bound: the heads' spread cannot show a bias every fit shares, and a fit stopped
+before its fixed point has one (CartPole's good policies in `benchmarks/ope.py`: FQE still
+climbing by ~4 per 10 backups after 80 of them, diverging when run longer). FQE iterates the
+target policy's Bellman operator, a gamma-contraction in the sup norm, so an iterate lies
+within `gamma^m / (1 - gamma^m)` times its change over the last m backups of the fixed point
+(Banach's a posteriori bound): the params at the fit's middle (a whole number of backups
+before its end) are kept, and `convergence_bound` measures the largest change of Q(s, a)
+and V(s) over the data's rows since then. `dm`'s interval is widened by it
+(`ope.estimators.summarize`).
 """
 
 from __future__ import annotations
@@ -118,15 +128,47 @@ def fqe_learning(obs_spec, act_spec, gamma: float, options: FQEOptions) -> Learn
         target_update_period=options.target_update_period)
 
 
+def segments(num_updates: int, period: int, chunk: int = 1000) -> tuple[list[int], int]:
+    """The fit's `lax.scan` calls (at most `chunk` updates each) and the index of the first
+    call of the compared span: the second half of the fit in whole backups (the largest
+    multiple of `period` up to `num_updates // 2`, or every update when that is less than a
+    period), so that the params before it are an earlier iterate of the same fit
+    (`FQEFit.q_sa_prev`). Half the fit: the more backups compared, the smaller the factor
+    `gamma^m / (1 - gamma^m)` on the optimiser's noise in the change."""
+    span = num_updates // 2
+    span = span - span % period if span >= period else num_updates
+    head = num_updates - span
+
+    def cut(n):
+        return [chunk] * (n // chunk) + ([n % chunk] if n % chunk else [])
+
+    first = cut(head)
+    return first + cut(span), len(first)
+
+
 class FQEFit(NamedTuple):
     """A fitted Q: `q_sa(obs, actions) -> [K, N]`, `v(obs, pi) -> [K, N]` (host arrays, one
-    row per bootstrap head), and the
-    fit's figures (`fqe_updates_per_s` leaves out the first 1000 updates, whose call
-    compiles; nan when there are no more)."""
+    row per bootstrap head); `q_sa_prev`, `v_prev`: the same of the iterate
+    `metrics["fqe_backups_compared"]` backups (target copies) earlier, for the convergence
+    bound (`convergence_bound`); and the fit's figures (`fqe_updates_per_s` leaves out the
+    first scan call, which compiles; nan when there is no other)."""
 
     q_sa: object
     v: object
     metrics: dict
+    q_sa_prev: object = None
+    v_prev: object = None
+
+
+def convergence_bound(change: np.ndarray, gamma: float, backups: float) -> np.ndarray:
+    """Banach's a posteriori bound for a gamma-contraction: an iterate m steps of the Bellman
+    operator after another lies within `gamma^m / (1 - gamma^m)` times their distance (sup
+    norm) of the fixed point. `change`: that distance per head, `max |Q_k - Q_{k-m}|` over
+    the quantities the estimators read; inf when no backup separates the two."""
+    g = gamma ** max(float(backups), 0.0)
+    if g >= 1.0:
+        return np.full(np.shape(change), np.inf)
+    return np.asarray(change, np.float64) * g / (1.0 - g)
 
 
 def fit_fqe(columns: dict, obs_spec, act_spec, gamma: float,
@@ -147,20 +189,21 @@ def fit_fqe(columns: dict, obs_spec, act_spec, gamma: float,
     dp = DataParallel(learning, devices, batch, mode=options.update_mode)
     state = dp.put_replicated(init_state(learning, options.seed))
     data = dp.put_data({k: np.asarray(v) for k, v in columns.items()})
-    chunk = min(options.num_updates, 1000)
-    scan = dp.scan_on_device(chunk)
-    done, t_run, metrics = 0, 0.0, {}
-    while done < options.num_updates:
-        if done + chunk > options.num_updates:  # the last, shorter call compiles its own
-            chunk = options.num_updates - done
-            scan = dp.scan_on_device(chunk)
+    scans: dict = {}
+    t_run, measured, metrics = 0.0, 0, {}
+    parts, compared_from = segments(options.num_updates, options.target_update_period)
+    prev = None
+    for i, length in enumerate(parts):
+        if i == compared_from:
+            prev = jax.device_get(state.params["q"])
+        if length not in scans:
+            scans[length] = dp.scan_on_device(length)
         t0 = time.perf_counter()
-        state, metrics = scan(state, data)
+        state, metrics = scans[length](state, data)
         metrics = jax.device_get(metrics)
-        if done:  # the first call compiles
+        if i:  # the first call compiles
             t_run += time.perf_counter() - t0
-        done += chunk
-    measured = options.num_updates - min(options.num_updates, 1000)
+            measured += length
     params = jax.device_get(state.params["q"])
     _, q_sa, v = make_q(obs_spec, act_spec, options)
     q_sa_j = jax.jit(jax.vmap(q_sa, (0, None, None)))
@@ -168,6 +211,11 @@ def fit_fqe(columns: dict, obs_spec, act_spec, gamma: float,
     out = {"fqe_loss": float(metrics["fqe_loss"]), "fqe_q_mean": float(metrics["q_mean"]),
            "fqe_num_updates": options.num_updates,
            "fqe_bootstrap_heads": options.bootstrap_heads,
+           "fqe_backups_compared": sum(parts[compared_from:]) / options.target_update_period,
            "fqe_updates_per_s": measured / t_run if t_run > 0 else float("nan")}
-    return FQEFit(lambda obs, actions: np.asarray(q_sa_j(params, obs, actions), np.float64),
-                  lambda obs, pi: np.asarray(v_j(params, obs, pi), np.float64), out)
+
+    def at(p):
+        return (lambda obs, actions: np.asarray(q_sa_j(p, obs, actions), np.float64),
+                lambda obs, pi: np.asarray(v_j(p, obs, pi), np.float64))
+
+    return FQEFit(*at(params), out, *at(prev))

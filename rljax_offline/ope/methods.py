@@ -31,7 +31,8 @@ class FQEOptions(NamedTuple):
     intervals of `fqe`/`dm` and `dr` by the model's error (1, the default: one plain fit,
     intervals over the episodes only; see `ope.fqe`). The default is 1 because in
     `benchmarks/ope.py` 5 heads covered the true values no more often than 1 (the misses are
-    biases every head shares) at 4.9x the time."""
+    biases every head shares) at 4.9x the time; what covers them is FQE's convergence bound
+    (`ope.fqe.convergence_bound`), which needs no extra fit."""
 
     num_updates: int = 5000
     train_batch_size: int = 256

@@ -21,7 +21,7 @@ from rljax_offline import spaces as sp
 from rljax_offline.errors import ActionSpaceMismatchError, MissingActionLogpError, OPEError
 from rljax_offline.ope.data import LOGP, pad
 from rljax_offline.ope.estimators import EpisodeArrays, summarize
-from rljax_offline.ope.fqe import FQEFit, bootstrap_weights, fit_fqe, fqe_columns
+from rljax_offline.ope.fqe import FQEFit, bootstrap_weights, convergence_bound, fit_fqe, fqe_columns
 from rljax_offline.ope.methods import Method
 from rljax_offline.ope.target import TargetPolicy
 
@@ -72,20 +72,27 @@ def _fqe(columns: dict, lengths: list[int], target: TargetPolicy, obs_spec, gamm
     return fit_fqe(cols, obs_spec, target.act_spec, gamma, opts)
 
 
-def _q_and_v(fit: FQEFit, columns: dict, target: TargetPolicy, method: Method):
-    """Q(s_t, a_t) and V(s_t) of every head, `[K, N]` each."""
+def _q_and_v(fit: FQEFit, columns: dict, target: TargetPolicy, method: Method, gamma: float):
+    """Q(s_t, a_t) and V(s_t) of every head, `[K, N]` each, and each head's convergence bound
+    `[K]` (`ope.fqe.convergence_bound` of their largest change over the last backups)."""
     obs = columns["obs"]
     n = len(columns["rewards"])
     k = method.fqe.bootstrap_heads
     q, v = np.zeros((k, n)), np.zeros((k, n))
+    change = np.zeros(k)
     step = 8192
     pi = (target.probs(obs) if target.discrete
           else target.samples(obs, method.fqe.num_action_samples, method.fqe.seed + 2))
     for i in range(0, n, step):
         rows = jax.tree_util.tree_map(lambda x, i=i: x[i:i + step], obs)
-        q[:, i:i + step] = fit.q_sa(rows, np.asarray(columns["actions"][i:i + step]))
-        v[:, i:i + step] = fit.v(rows, np.asarray(pi[i:i + step], np.float32))
-    return q, v
+        acts, p = np.asarray(columns["actions"][i:i + step]), np.asarray(pi[i:i + step],
+                                                                         np.float32)
+        q[:, i:i + step], v[:, i:i + step] = fit.q_sa(rows, acts), fit.v(rows, p)
+        delta = np.maximum(np.abs(q[:, i:i + step] - fit.q_sa_prev(rows, acts)),
+                           np.abs(v[:, i:i + step] - fit.v_prev(rows, p)))
+        change = np.maximum(change, delta.max(axis=1, initial=0.0))
+    bound = convergence_bound(change, gamma, fit.metrics["fqe_backups_compared"])
+    return q, v, bound
 
 
 def _pad_heads(values: np.ndarray, lengths: list[int]) -> np.ndarray:
@@ -114,14 +121,15 @@ def run(methods: dict[str, Method], columns: dict, lengths: list[int], target: T
     results = {}
     for name, m in methods.items():
         q = v = zeros
+        bound = None
         extra: dict = {}
         if m.needs_q:
             key = repr(m.fqe)  # FQEOptions holds a dict: its repr is the cache key
             if key not in fits:
                 fit = _fqe(columns, lengths, target, obs_spec, gamma, m)
-                fits[key] = (fit, *_q_and_v(fit, columns, target, m))
-            fit, q, v = fits[key]
-            extra = dict(fit.metrics)
+                fits[key] = (fit, *_q_and_v(fit, columns, target, m, gamma))
+            fit, q, v, bound = fits[key]
+            extra = {**fit.metrics, "fqe_convergence_bound": float(np.mean(bound))}
         ep = EpisodeArrays(rewards=pad(columns["rewards"], lengths),
                            mask=pad(np.ones(len(zeros)), lengths),
                            logp_behavior=pad(behavior, lengths),
@@ -129,5 +137,6 @@ def run(methods: dict[str, Method], columns: dict, lengths: list[int], target: T
                            q=_pad_heads(q, lengths), v=_pad_heads(v, lengths))
         results[name] = {**summarize(m.kind, ep, gamma, weighted_dr=m.weighted,
                                      num_bootstrap=num_bootstrap, confidence=confidence,
-                                     seed=seed, uses_weights=m.needs_weights), **extra}
+                                     seed=seed, uses_weights=m.needs_weights,
+                                     model_error=bound), **extra}
     return results
