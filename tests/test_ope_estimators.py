@@ -128,13 +128,18 @@ def test_effective_sample_size_and_no_clipping():
     assert value("wis", arrays(r, zeros, big), 0.9) == pytest.approx((1 + 2 * e) / (1 + e))
 
 
-def test_bootstrap_heads_carry_the_models_spread_into_the_interval():
-    # V(s_0) = 0 under head 0 and 10 under head 1 for every episode: each head's DM estimate
-    # is exact whatever the episode resample, so only the heads make the interval wide
-    E = 8
-    zeros = [[0.0]] * E
+def two_heads(num_episodes: int = 8):
+    """One-step episodes of reward 0 and V(s_0) = Q(s_0, a_0) = 0 under head 0 and 10 under
+    head 1: each head's DM estimate is exact whatever the episode resample."""
+    zeros = [[0.0]] * num_episodes
     ep = arrays(zeros, zeros, zeros)
-    v = np.stack([np.zeros((E, 1)), np.full((E, 1), 10.0)])
+    v = np.stack([np.zeros((num_episodes, 1)), np.full((num_episodes, 1), 10.0)])
+    return ep, v
+
+
+def test_bootstrap_heads_carry_the_models_spread_into_the_interval():
+    # only the heads make the interval wide
+    ep, v = two_heads()
     two = ep._replace(q=v, v=v)
     out = summarize("dm", two, 0.9, num_bootstrap=100, seed=0, uses_weights=False)
     assert out["v_target"] == pytest.approx(5.0)
@@ -153,10 +158,7 @@ def test_bootstrap_heads_carry_the_models_spread_into_the_interval():
 def test_model_error_widens_the_direct_methods_interval_only():
     # DM rests on the model alone: a bound on each head's distance to its fixed point widens
     # its interval (the mean over heads, both sides); DR's corrections absorb model errors
-    E = 8
-    zeros = [[0.0]] * E
-    ep = arrays(zeros, zeros, zeros)
-    v = np.stack([np.zeros((E, 1)), np.full((E, 1), 10.0)])
+    ep, v = two_heads()
     two = ep._replace(q=v, v=v)
     out = summarize("dm", two, 0.9, num_bootstrap=100, uses_weights=False,
                     model_error=np.array([1.0, 3.0]))
