@@ -54,11 +54,11 @@ def evaluate_algorithm(algo: Any, episodes: Sequence[Episode], methods: dict[str
     """`{name: estimates}` of `algo`'s policy on `episodes` (see `ope.run.run`)."""
     if not episodes:
         raise EmptyEvaluationSplitError("no episodes to evaluate on")
-    check_inputs(methods, {LOGP: None} if has_logp(episodes) else {},
-                 algorithm_target(algo, explore),
+    target = algorithm_target(algo, explore)
+    check_inputs(methods, {LOGP: None} if has_logp(episodes) else {}, target,
                  data_action_space(episodes, algo.spaces.action))
     columns, lengths = algorithm_columns(algo, episodes)
     obs_spec = algo.learner_connector.out_spaces(algo.spaces).observation
-    return run(methods, columns, lengths, algorithm_target(algo, explore), obs_spec,
+    return run(methods, columns, lengths, target, obs_spec,
                algo.spaces.action, algo.config.gamma if gamma is None else gamma,
                num_bootstrap=num_bootstrap, confidence=confidence, seed=algo.config.seed)

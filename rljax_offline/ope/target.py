@@ -23,6 +23,7 @@ Made from an algorithm's acting spec and params (`from_acting`), or from a plain
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -87,10 +88,7 @@ def from_acting(act: Callable, dist, params: Any, act_spec, explore: bool = True
             return _chunked(probs_j, obs).astype(np.float64)
 
         def logp(obs, actions):
-            p = probs(obs)
-            idx = np.asarray(actions).astype(np.int64).reshape(-1) - start
-            with np.errstate(divide="ignore"):
-                return np.log(p[np.arange(len(idx)), idx])
+            return _logp_of_actions(probs(obs), actions, start)
 
         return TargetPolicy(act_spec, deterministic, logp, probs=probs)
 
@@ -103,25 +101,31 @@ def from_acting(act: Callable, dist, params: Any, act_spec, explore: bool = True
             return _point_mass_logp(_chunked(greedy_j, obs), actions)
         return _chunked(logp_j, obs, jnp.asarray(actions, jnp.float32)).astype(np.float64)
 
+    @functools.partial(jax.jit, static_argnames="m")
+    def draw(obs, key, m):  # compiled once per m, not once per call of `samples`
+        inputs = inputs_of(obs)
+        keys = jax.random.split(key, m)
+        return jnp.stack([dist.sample(inputs, k) for k in keys], axis=1)
+
     def samples(obs, m, seed=0):
         if deterministic:
             g = _chunked(greedy_j, obs)
             return np.repeat(g[:, None], m, axis=1)
         key = jax.random.PRNGKey(seed)
-
-        @jax.jit
-        def draw(obs, key):
-            inputs = inputs_of(obs)
-            keys = jax.random.split(key, m)
-            return jnp.stack([dist.sample(inputs, k) for k in keys], axis=1)
-
         n = int(np.shape(jax.tree_util.tree_leaves(obs)[0])[0])
         outs = [np.asarray(draw(jax.tree_util.tree_map(lambda x, i=i: x[i:i + _CHUNK], obs),
-                                jax.random.fold_in(key, i)))
+                                jax.random.fold_in(key, i), m=m))
                 for i in range(0, max(n, 1), _CHUNK)]
         return clip_to(act_spec, np.concatenate(outs))
 
     return TargetPolicy(act_spec, deterministic, logp_box, samples=samples)
+
+
+def _logp_of_actions(probs: np.ndarray, actions, start: int) -> np.ndarray:
+    """`log probs[i, actions[i] - start]` per row (-inf where the probability is 0)."""
+    idx = np.asarray(actions).astype(np.int64).reshape(-1) - start
+    with np.errstate(divide="ignore"):
+        return np.log(probs[np.arange(len(idx)), idx])
 
 
 def clip_to(act_spec, actions: np.ndarray) -> np.ndarray:
@@ -148,9 +152,7 @@ def from_function(fn: Callable, act_spec) -> TargetPolicy:
             return np.asarray(fn(obs), np.float64)
 
         def logp(obs, actions):
-            idx = np.asarray(actions).astype(np.int64).reshape(-1) - start
-            with np.errstate(divide="ignore"):
-                return np.log(probs(obs)[np.arange(len(idx)), idx])
+            return _logp_of_actions(probs(obs), actions, start)
 
         return TargetPolicy(act_spec, False, logp, probs=probs)
     shape = tuple(act_spec.shape)
