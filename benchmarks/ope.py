@@ -41,11 +41,11 @@ import gymnasium as gym
 import numpy as np
 
 from rljax_offline import BCConfig, CQLConfig, IQLConfig, MARWILConfig
-from rljax_offline.acting.env_runner import EnvRunner
 from rljax_offline.acting.experts import pendulum_expert
 from rljax_offline.apps.recipes import record_mixed
 from rljax_offline.data import read_episodes
 from rljax_offline.ope import estimate
+from rljax_offline.ope.env_value import discounted_env_value
 
 CACHE = os.path.join(tempfile.gettempdir(), "rljax_offline_bench", "ope")
 METHODS = ("is", "wis", "pdis", "wpdis", "fqe", "dr", "fqe1", "dr1")
@@ -118,14 +118,7 @@ def true_value(algo, env: str, gamma: float, episodes: int, seed: int) -> tuple[
     """Mean discounted return of the stochastic policy over env episodes, and its std error.
     `algo`: an algorithm (its action distribution) or a callable `obs -> actions`."""
     policy = algo if callable(algo) else algo.actor(explore=True)
-    runner = EnvRunner(env, policy, num_envs=min(10, episodes), seed=seed)
-    try:
-        eps = runner.sample(num_episodes=episodes)
-    finally:
-        runner.close()
-    values = [float(np.sum(np.asarray(ep.get_rewards()) * gamma ** np.arange(len(ep))))
-              for ep in eps]
-    return float(np.mean(values)), float(np.std(values) / np.sqrt(len(values)))
+    return discounted_env_value(policy, env, gamma, episodes, seed, num_envs=10)
 
 
 def spearman(x, y) -> float:

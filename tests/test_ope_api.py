@@ -1,13 +1,14 @@
 """Off-policy evaluation from the outside: the config path (`off_policy_estimation_methods`,
 `ope_split`), `ope.estimate` with a policy function, the named one-line errors and
-`rljax-offline evaluate --offline` on tiny recorded data."""
+`rljax-offline evaluate --offline` on tiny recorded data (with `--env`: the discounted env
+return beside the estimates, `ope.discounted_env_value`)."""
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
 from rljax_offline import BCConfig, ope
-from rljax_offline.acting.env_runner import record_expert
+from rljax_offline.acting.env_runner import EnvRunner, record_expert
 from rljax_offline.cli import main
 from rljax_offline.data import read_episodes
 from rljax_offline.errors import (
@@ -23,12 +24,16 @@ KEYS = {"v_behavior", "v_behavior_std", "v_target", "v_target_std", "v_gain", "v
 FAST_FQE = {"type": "fqe", "num_updates": 30, "model_config": {"fcnet_hiddens": [16]}}
 
 
+def recorded(tmp_path_factory, env: str, num_episodes: int, mix: str) -> str:
+    """A folder of `num_episodes` episodes of the behaviour mix `mix` (with `action_logp`)."""
+    path = tmp_path_factory.mktemp("ope") / env
+    record_expert(env, str(path), num_episodes=num_episodes, mix=mix, seed=0, progress=False)
+    return str(path)
+
+
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ope") / "cartpole"
-    record_expert("CartPole-v1", str(path), num_episodes=40, mix="expert:0.1,flip0.5:0.9",
-                  seed=0, progress=False)
-    return str(path)
+    return recorded(tmp_path_factory, "CartPole-v1", 40, "expert:0.1,flip0.5:0.9")
 
 
 @pytest.fixture(scope="module")
@@ -89,10 +94,7 @@ def one_line(e) -> str:
 
 @pytest.fixture(scope="module")
 def pendulum_data(tmp_path_factory):
-    path = tmp_path_factory.mktemp("ope") / "pendulum"
-    record_expert("Pendulum-v1", str(path), num_episodes=2, mix="expert:0.5,random:0.5",
-                  seed=0, progress=False)
-    return str(path)
+    return recorded(tmp_path_factory, "Pendulum-v1", 2, "expert:0.5,random:0.5")
 
 
 def test_named_one_line_errors(data, bc_config, pendulum_data):
@@ -138,12 +140,29 @@ def test_cli_offline_evaluate_prints_a_table_and_writes_a_plot(data, bc_config, 
     png = tmp_path / "ope.png"
     code = main(["evaluate", "--offline", "--input", data, "--checkpoint", ckpt,
                  "--checkpoint", ckpt, "--methods", "wis,fqe", "--fqe-updates", "5",
-                 "--bootstrap", "10", "--plot", str(png)])
+                 "--bootstrap", "10", "--plot", str(png), "--env", "CartPole-v1",
+                 "--episodes", "2", "--gamma", "0"])
     out = capsys.readouterr().out
     assert code == 0, out
     lines = out.strip().splitlines()
-    assert "wis" in lines[0] and "fqe" in lines[0]
-    assert sum(ckpt[-20:] in line for line in lines) == 2
+    assert "wis" in lines[0] and "fqe" in lines[0] and "env return" in lines[0]
+    rows = [line for line in lines if ckpt[-20:] in line]
+    assert len(rows) == 2
+    assert all(row.split()[1] == "1.00" for row in rows)  # gamma 0: the first reward, 1
     assert png.stat().st_size > 1000
     code = main(["evaluate", "--offline", "--checkpoint", ckpt])
     assert code == 2 and "--input" in capsys.readouterr().err
+
+
+def test_discounted_env_value_is_the_mean_discounted_return_in_the_env():
+    def left(obs):
+        return np.zeros(len(obs), np.int64)
+
+    runner = EnvRunner("CartPole-v1", left, num_envs=4, seed=3)
+    lengths = [len(ep) for ep in runner.sample(num_episodes=4)]
+    runner.close()
+    values = [(1 - 0.9**n) / (1 - 0.9) for n in lengths]  # reward 1 a step
+    mean, stderr = ope.discounted_env_value(left, "CartPole-v1", 0.9, 4, seed=3, num_envs=4)
+    assert mean == pytest.approx(np.mean(values))
+    assert stderr == pytest.approx(np.std(values) / 2.0)
+    assert ope.discounted_env_value(left, "CartPole-v1", 0.0, 4, seed=3) == (1.0, 0.0)

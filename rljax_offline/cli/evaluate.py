@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
-
 from rljax_offline.apps.plotting import save_ope_estimates
 from rljax_offline.apps.reporting import default_logger
 from rljax_offline.cli.args import input_of, positive_int, probability_arg
@@ -20,17 +18,12 @@ OPE_METHODS = "is,wis,pdis,wpdis,fqe,dr"
 
 def _env_value(algo, env: str, gamma: float, episodes: int, seed: int) -> float:
     """Mean discounted return of the policy OPE evaluated (its action distribution)."""
-    # start-up: acting.env_runner costs ~120 ms on top of `import rljax_offline.cli`
-    # (measured 2026-11-24, loaded machine); only --env asks for true returns
-    from rljax_offline.acting.env_runner import EnvRunner
+    # start-up: ope.env_value (with acting.env_runner) costs ~120 ms on top of
+    # `import rljax_offline.cli` (measured 2026-11-24, loaded machine); only --env needs it
+    from rljax_offline.ope.env_value import discounted_env_value
 
-    runner = EnvRunner(env, algo.actor(explore=True), num_envs=min(8, episodes), seed=seed)
-    try:
-        eps = runner.sample(num_episodes=episodes)
-    finally:
-        runner.close()
-    return float(np.mean([np.sum(np.asarray(ep.get_rewards()) * gamma ** np.arange(len(ep)))
-                          for ep in eps]))
+    return discounted_env_value(algo.actor(explore=True), env, gamma, episodes, seed,
+                                num_envs=8)[0]
 
 
 def _table(rows: list[dict], methods: list[str]) -> str:

@@ -27,6 +27,7 @@ _PUBLIC = {
     "fit_fqe": "rljax_offline.ope.fqe",
     "TargetPolicy": "rljax_offline.ope.target",
     "split": "rljax_offline.ope.data",
+    "discounted_env_value": "rljax_offline.ope.env_value",
 }
 __all__ = sorted(_PUBLIC)
 

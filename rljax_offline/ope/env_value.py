@@ -1,0 +1,27 @@
+"""The value off-policy estimates stand for, measured in the env: a policy's mean discounted
+return over env episodes and its standard error. `rljax-offline evaluate --offline --env`
+prints it beside the estimates; `benchmarks/ope.py` takes it as the truth."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rljax_offline.acting.env_runner import EnvRunner
+from rljax_offline.ope.estimators import discounts
+
+
+def discounted_env_value(policy: Any, env: Any, gamma: float, num_episodes: int, seed: int,
+                         num_envs: int = 8) -> tuple[float, float]:
+    """`(mean, standard error)` of `sum_t gamma^t r_t` over `num_episodes` episodes of
+    `policy` (an actor, or a callable `obs -> actions`) in `env`, stepped `num_envs` at a
+    time from `seed`."""
+    runner = EnvRunner(env, policy, num_envs=min(num_envs, num_episodes), seed=seed)
+    try:
+        episodes = runner.sample(num_episodes=num_episodes)
+    finally:
+        runner.close()
+    values = [float(np.sum(np.asarray(ep.get_rewards()) * discounts(gamma, len(ep))))
+              for ep in episodes]
+    return float(np.mean(values)), float(np.std(values) / np.sqrt(len(values)))
