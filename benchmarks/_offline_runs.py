@@ -44,6 +44,7 @@ from collections.abc import Callable
 import numpy as np
 
 from rljax_offline.data import read_episodes
+from rljax_offline.ope.data import raw_columns
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_d3rlpy_worker.py")
 CACHE = os.path.join(tempfile.gettempdir(), "rljax_offline_bench")
@@ -136,21 +137,14 @@ def transitions_npz(data: str) -> str:
     out = os.path.join(CACHE, f"{os.path.basename(os.path.normpath(data))}-{key}.npz")
     if os.path.exists(out):
         return out
-    obs, act, rew, term, tout = [], [], [], [], []
-    for ep in read_episodes(data):
-        n = len(ep)
-        obs.append(np.asarray(ep.get_observations(slice(0, n)), np.float32))
-        act.append(np.asarray(ep.get_actions()))
-        rew.append(np.asarray(ep.get_rewards(), np.float32))
-        end = np.zeros(n, np.float32)
-        end[-1] = 1.0
-        term.append(end * ep.is_terminated)
-        tout.append(end * (not ep.is_terminated))
+    cols, lengths = raw_columns(read_episodes(data))  # OPE's columns: the same rows
+    last = np.zeros(len(cols["rewards"]), np.float32)
+    last[np.cumsum(lengths) - 1] = 1.0
+    term = np.asarray(cols["terminateds"], np.float32)  # 1 on a terminated episode's last
     os.makedirs(CACHE, exist_ok=True)
     tmp = out + f".{os.getpid()}.npz"
-    np.savez(tmp, observations=np.concatenate(obs), actions=np.concatenate(act),
-             rewards=np.concatenate(rew), terminals=np.concatenate(term),
-             timeouts=np.concatenate(tout))
+    np.savez(tmp, observations=np.asarray(cols["obs"], np.float32), actions=cols["actions"],
+             rewards=cols["rewards"], terminals=term, timeouts=last * (1.0 - term))
     os.replace(tmp, out)
     return out
 

@@ -184,25 +184,36 @@ def main():
                      else None, args.d3rlpy_threads)
             for name in args.only.split(",")]
     rows = [r for r in rows if r is not None]
+    print_tables(rows)
+
+
+# One summary row's figures, in the order both tables print them.
+ROW_FORMATS = (
+    "{:15} {:7d} {:3d}/{:<3d} {:8.1f} +- {:5.1f} {:8.1f} +- {:5.1f} {:9.1f} {:8.1f} {:7.1f} "
+    "{:8.1f} {:5.1f}x",
+    "| {} | {:,} | {} / {} | {:.1f} +- {:.1f} | {:.1f} +- {:.1f} | {:.1f} / {:.1f} | "
+    "{:.1f} / {:.1f} | {:.1f}x |")
+
+
+def row_figures(r: dict) -> tuple:
+    o, d = r["ours"], r["d3rlpy"]
+    return (r["case"], o["updates"], len(o["seeds"]), len(d["seeds"]), o["level_mean"],
+            o["level_std"], d["level_mean"], d["level_std"], o["best"], d["best"],
+            o["updates_per_s"], d["updates_per_s"], r["x_d3rlpy"])
+
+
+def print_tables(rows: list[dict]) -> None:
+    """The summary rows as a fixed-width table, then as Markdown (the README's)."""
+    fixed, markdown = ROW_FORMATS
     print(f"\n{'case':15} {'updates':>7} {'seeds':>7} {'ours level':>16} "
           f"{'d3rlpy level':>16} {'ours best':>9} {'d3 best':>8} {'ours/s':>7} "
           f"{'d3rlpy/s':>8} {'ratio':>6}")
     for r in rows:
-        o, d = r["ours"], r["d3rlpy"]
-        print(f"{r['case']:15} {o['updates']:7d} {len(o['seeds']):3d}/{len(d['seeds']):<3d} "
-              f"{o['level_mean']:8.1f} +- {o['level_std']:5.1f} "
-              f"{d['level_mean']:8.1f} +- {d['level_std']:5.1f} {o['best']:9.1f} "
-              f"{d['best']:8.1f} {o['updates_per_s']:7.1f} {d['updates_per_s']:8.1f} "
-              f"{r['x_d3rlpy']:5.1f}x")
+        print(fixed.format(*row_figures(r)))
     print("\n| case | updates | seeds ours / d3rlpy | level ours | level d3rlpy | best ours / "
           "d3rlpy | updates/s ours / d3rlpy | ratio |\n|---|---|---|---|---|---|---|---|")
     for r in rows:
-        o, d = r["ours"], r["d3rlpy"]
-        print(f"| {r['case']} | {o['updates']:,} | {len(o['seeds'])} / {len(d['seeds'])} | "
-              f"{o['level_mean']:.1f} +- {o['level_std']:.1f} | "
-              f"{d['level_mean']:.1f} +- {d['level_std']:.1f} | {o['best']:.1f} / "
-              f"{d['best']:.1f} | {o['updates_per_s']:.1f} / {d['updates_per_s']:.1f} | "
-              f"{r['x_d3rlpy']:.1f}x |")
+        print(markdown.format(*row_figures(r)))
 
 
 if __name__ == "__main__":
