@@ -161,7 +161,7 @@ def _flag_type(annotation, default):
         return _first_that_parses(parts)
     if parts:
         return parts[0]
-    return {bool: parse_bool, int: int, float: finite_float, str: str}.get(type(default), str)
+    return kinds.get(type(default).__name__, str)
 
 
 def _first_that_parses(kinds: list) -> Callable[[str], Any]:
