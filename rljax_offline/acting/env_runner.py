@@ -48,6 +48,17 @@ def make_vector_env(env: Any, num_envs: int,
     return gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
 
 
+SAMPLING, EVALUATION = 0, 1  # an algorithm's streams of episodes (`stream_seed`)
+
+
+def stream_seed(seed: int, *stream: int) -> int:
+    """The reset seed of one stream of episodes of a run seeded `seed` (an evaluation, the
+    sampler), drawn from `(seed, *stream)`. A vector env seeds its envs `s, s + 1, ...`, so a
+    seed like `seed + 1_000 * iteration` gives runs of neighbouring seeds mostly the same
+    start states: their evaluations then share one draw of them, and its bias."""
+    return int(np.random.SeedSequence([seed, *stream]).generate_state(1)[0] >> 1)
+
+
 class EnvRunner:
     """Runs `policy` in `num_envs` copies of `env`.
 

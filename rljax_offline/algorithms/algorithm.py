@@ -35,7 +35,12 @@ import jax
 import numpy as np
 
 from rljax_offline.acting.actor import ActorPolicy
-from rljax_offline.acting.env_runner import EnvRunner, episode_stats
+from rljax_offline.acting.env_runner import (
+    EVALUATION,
+    EnvRunner,
+    episode_stats,
+    stream_seed,
+)
 from rljax_offline.algorithms import checkpointing, pipelines
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.offline_data import OfflineData
@@ -345,10 +350,10 @@ class Algorithm:
         if self._runner is None:
             self._runner = EnvRunner(self.config.env, actor,
                                      num_envs=min(self.config.evaluation_num_envs, n),
-                                     seed=self.config.seed + 10_000,
+                                     seed=stream_seed(self.config.seed, EVALUATION),
                                      env_config=self.config.env_config)
         self._runner.policy = actor
-        self._runner.seed = self.config.seed + 10_000 + 1_000 * self.iteration
+        self._runner.seed = stream_seed(self.config.seed, EVALUATION, self.iteration)
         t0 = time.perf_counter()
         stats = episode_stats(self._runner.sample(num_episodes=n))
         stats["evaluation_time_s"] = time.perf_counter() - t0

@@ -11,7 +11,7 @@ import functools
 
 import numpy as np
 
-from rljax_offline.acting.env_runner import EnvRunner
+from rljax_offline.acting.env_runner import SAMPLING, EnvRunner, stream_seed
 from rljax_offline.algorithms.algorithm import Algorithm
 
 
@@ -42,7 +42,7 @@ class OnlineAlgorithm(Algorithm):
         actor = self._explorer()
         if self._sampler is None:
             self._sampler = EnvRunner(c.env, actor, num_envs=c.num_envs_per_env_runner,
-                                      seed=c.seed + 1_000 * self.iteration,
+                                      seed=stream_seed(c.seed, SAMPLING, self.iteration),
                                       env_config=c.env_config)
         self._sampler.policy = actor
         return self._sampler.sample_continuing(num_steps, lookback)
