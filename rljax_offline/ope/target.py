@@ -70,22 +70,19 @@ def _unit_box_log_scale(act_spec) -> float:
 def from_acting(act: Callable, dist, params: Any, act_spec, explore: bool = True
                 ) -> TargetPolicy:
     """The policy an algorithm acts with: `act(params, obs) -> action_dist_inputs` and its
-    distribution; `explore=False` evaluates its greedy actions (deterministic)."""
+    distribution; `explore=False` evaluates its greedy actions (deterministic).
+
+    The compiled functions take `params` as an argument and are shared by every target of
+    the same `act` and `dist` (`_acting_programs`), so evaluating a run's next checkpoint
+    reuses them instead of compiling its params in as constants again."""
     act_spec = sp.to_spec(act_spec)
-    inputs_of = jax.jit(lambda obs: act(params, obs))
     deterministic = (not explore) or dist.kind == "deterministic"
     if isinstance(act_spec, sp.DiscreteSpec):
         start, n = int(getattr(act_spec, "start", 0)), act_spec.n
-
-        @jax.jit
-        def probs_j(obs):
-            inputs = inputs_of(obs)
-            if deterministic:
-                return jax.nn.one_hot(dist.greedy(inputs) - start, n)
-            return jax.nn.softmax(inputs, axis=-1)
+        probs_j = _acting_programs(act, dist, deterministic, (start, n))["probs"]
 
         def probs(obs):
-            return _chunked(probs_j, obs).astype(np.float64)
+            return _chunked(functools.partial(probs_j, params), obs).astype(np.float64)
 
         def logp(obs, actions):
             return _logp_of_actions(probs(obs), actions, start)
@@ -93,32 +90,56 @@ def from_acting(act: Callable, dist, params: Any, act_spec, explore: bool = True
         return TargetPolicy(act_spec, deterministic, logp, probs=probs)
 
     scale = _unit_box_log_scale(act_spec) if dist.kind == "squashed_gaussian" else 0.0
-    logp_j = jax.jit(lambda obs, a: dist.logp(inputs_of(obs), a) - scale)
-    greedy_j = jax.jit(lambda obs: dist.greedy(inputs_of(obs)))
+    programs = _acting_programs(act, dist, deterministic, None)
+    greedy = functools.partial(programs["greedy"], params)
 
     def logp_box(obs, actions):
         if deterministic:
-            return _point_mass_logp(_chunked(greedy_j, obs), actions)
-        return _chunked(logp_j, obs, jnp.asarray(actions, jnp.float32)).astype(np.float64)
-
-    @functools.partial(jax.jit, static_argnames="m")
-    def draw(obs, key, m):  # compiled once per m, not once per call of `samples`
-        inputs = inputs_of(obs)
-        keys = jax.random.split(key, m)
-        return jnp.stack([dist.sample(inputs, k) for k in keys], axis=1)
+            return _point_mass_logp(_chunked(greedy, obs), actions)
+        logp = _chunked(functools.partial(programs["logp"], params), obs,
+                        jnp.asarray(actions, jnp.float32))
+        return logp.astype(np.float64) - scale
 
     def samples(obs, m, seed=0):
         if deterministic:
-            g = _chunked(greedy_j, obs)
-            return np.repeat(g[:, None], m, axis=1)
+            return np.repeat(_chunked(greedy, obs)[:, None], m, axis=1)
         key = jax.random.PRNGKey(seed)
         n = int(np.shape(jax.tree_util.tree_leaves(obs)[0])[0])
-        outs = [np.asarray(draw(jax.tree_util.tree_map(lambda x, i=i: x[i:i + _CHUNK], obs),
-                                jax.random.fold_in(key, i), m=m))
+        outs = [np.asarray(programs["draw"](
+                    params, jax.tree_util.tree_map(lambda x, i=i: x[i:i + _CHUNK], obs),
+                    jax.random.fold_in(key, i), m=m))
                 for i in range(0, max(n, 1), _CHUNK)]
         return clip_to(act_spec, np.concatenate(outs))
 
     return TargetPolicy(act_spec, deterministic, logp_box, samples=samples)
+
+
+@functools.lru_cache(maxsize=32)
+def _acting_programs(act: Callable, dist, deterministic: bool,
+                     discrete: tuple[int, int] | None) -> dict[str, Callable]:
+    """The jitted `(params, obs, ...)` functions of one acting policy: Discrete
+    (`discrete=(start, n)`) `probs`; Box `logp` (of the distribution's own density), `greedy`
+    and `draw` (m samples a row, compiled once per m)."""
+    if discrete is not None:
+        start, n = discrete
+
+        @jax.jit
+        def probs(params, obs):
+            inputs = act(params, obs)
+            if deterministic:
+                return jax.nn.one_hot(dist.greedy(inputs) - start, n)
+            return jax.nn.softmax(inputs, axis=-1)
+
+        return {"probs": probs}
+
+    @functools.partial(jax.jit, static_argnames="m")
+    def draw(params, obs, key, m):
+        inputs = act(params, obs)
+        keys = jax.random.split(key, m)
+        return jnp.stack([dist.sample(inputs, k) for k in keys], axis=1)
+
+    return {"logp": jax.jit(lambda params, obs, a: dist.logp(act(params, obs), a)),
+            "greedy": jax.jit(lambda params, obs: dist.greedy(act(params, obs))), "draw": draw}
 
 
 def _logp_of_actions(probs: np.ndarray, actions, start: int) -> np.ndarray:
