@@ -26,6 +26,7 @@ from rljax_offline.export import load_stablehlo
 from rljax_offline.learning.init import init_state
 from rljax_offline.learning.update import BatchAxis
 from rljax_offline.models.actor_and_q import q_ensemble
+from rljax_offline.models.initializers import TORCH_DEFAULT
 from rljax_offline.models.networks import mlp_network
 
 OBS = gym.spaces.Box(-1, 1, (3,), np.float32)
@@ -66,7 +67,8 @@ def test_d3rlpy_defaults():
         0.005, 0.99, 3e-4, 3e-4, 256)
     assert (c.twin_q, c.normalize_observations, c.lr, c.algo_name) == (True, True, None,
                                                                        "td3_bc")
-    assert c.model_config == {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu"}
+    assert c.model_config == {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu",
+                              **TORCH_DEFAULT}  # PyTorch's draw, as the paper's code
 
 
 def test_discrete_actions_are_a_one_line_named_error():
@@ -245,7 +247,9 @@ def test_resume_is_exact(pendulum, tmp_path):
 def test_learns_pendulum_from_expert_data(tmp_path):
     """On expert Pendulum episodes (the expert scores about -150; random torques about -1200
     to -1500) the level (the mean of the last two evaluations, never the best one) clears
-    -600 after 3,000 updates, far above the untrained actor. The mixed-quality comparison with
+    -600 after 5,000 updates, far above the untrained actor (PyTorch's draw, the default, gets
+    there later than flax's: levels -408 and -180 for seeds 0 and 1 here, flax's -174 and
+    -181). The mixed-quality comparison with
     d3rlpy's TD3PlusBC at 20k updates is `benchmarks/d3rlpy_compare.py --only td3bc-pendulum`
     (too long for the suite)."""
     record_expert("Pendulum-v1", str(tmp_path / "data"), num_episodes=20, progress=False)
@@ -256,7 +260,7 @@ def test_learns_pendulum_from_expert_data(tmp_path):
                         evaluation_num_envs=10)).build()
     first = algo.evaluate(10)["episode_return_mean"]
     returns = []
-    for _ in range(3):
+    for _ in range(5):
         algo.train()
         returns.append(algo.evaluate(10)["episode_return_mean"])
     algo.stop()

@@ -75,6 +75,11 @@ def _from_iter_batches_kwargs(kwargs: dict) -> dict:
 # ---------------------------------------------------------------------- the base
 
 
+def _code(value) -> dict:
+    """How `to_dict` writes code (a callable, a filesystem): its name, to be passed again."""
+    return {"code": getattr(value, "__name__", type(value).__name__)}
+
+
 @dataclasses.dataclass(frozen=True)
 class AlgorithmConfig:
     """Settings every algorithm shares (see the module docstring)."""
@@ -404,16 +409,24 @@ class AlgorithmConfig:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if callable(v) or (f.name == "input_filesystem" and v is not None):
-                v = {"code": getattr(v, "__name__", type(v).__name__)}
+                v = _code(v)
             elif isinstance(v, Sequence) and not isinstance(v, str):
                 v = list(v)
+            elif isinstance(v, dict):  # model_config: a flax initializer is code too
+                v = {k: _code(x) if callable(x) else x for k, x in v.items()}
             out[f.name] = v
         return json.loads(json.dumps(out, default=str))
 
     @staticmethod
     def code_options(d: dict) -> list[str]:
-        """The keys of a `to_dict()` output that held code (not restorable from JSON)."""
-        return sorted(k for k, v in d.items() if isinstance(v, dict) and set(v) == {"code"})
+        """The keys of a `to_dict()` output that held code (not restorable from JSON); inside
+        a dict option as `option.key`."""
+        def is_code(v):
+            return isinstance(v, dict) and set(v) == {"code"}
+
+        return sorted([k for k, v in d.items() if is_code(v)]
+                      + [f"{k}.{i}" for k, v in d.items() if isinstance(v, dict)
+                         and not is_code(v) for i, x in v.items() if is_code(x)])
 
     @classmethod
     def from_dict(cls, d: dict) -> AlgorithmConfig:

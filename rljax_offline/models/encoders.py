@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax_offline import spaces as sp
+from rljax_offline.models.initializers import LayerInits, dense_inits
 
 ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh, "swish": nn.swish, "silu": nn.silu,
                "elu": nn.elu, "linear": lambda x: x, None: lambda x: x}
@@ -40,12 +41,14 @@ class MLPEncoder(nn.Module):
 
     hiddens: Sequence[int]
     activation: str
+    inits: LayerInits = LayerInits()  # the hidden ones apply
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = ACTIVATIONS[self.activation]
         for h in self.hiddens:
-            x = act(nn.Dense(h)(x))
+            x = act(nn.Dense(h, **dense_inits(self.inits.hidden_kernel, self.inits.hidden_bias,
+                                              x.shape[-1]))(x))
         return x
 
 

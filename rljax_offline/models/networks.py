@@ -36,6 +36,7 @@ import numpy as np
 from rljax_offline import spaces as sp
 from rljax_offline.models import recurrent
 from rljax_offline.models.distributions import action_scaler
+from rljax_offline.models.initializers import layer_inits
 from rljax_offline.models.module import Module
 from rljax_offline.models.policy import (
     MLP,
@@ -70,7 +71,7 @@ def _network(obs_spec: Any, out_dim: int, model_config: dict | None, *,
 
     if not is_recurrent(mc):
         net = MLP(tuple(int(h) for h in mc["fcnet_hiddens"]), mc["fcnet_activation"],
-                  int(out_dim), final_scale)
+                  int(out_dim), final_scale, layer_inits(mc))
         dummy = np.zeros((1, sp.flat_dim(obs_spec) + act_dim), np.float32)  # no program
 
         def features(params, obs):
@@ -91,7 +92,7 @@ def _network(obs_spec: Any, out_dim: int, model_config: dict | None, *,
     encoder, obs_shape, obs_dtype = observation_encoder(obs_spec, mc)
     trunk = recurrent.RecurrentNet(encoder, cell_type, cell_size, None)
     head_net = MLP((cell_size,) if act_dim else (), mc["fcnet_activation"], int(out_dim),
-                   final_scale)
+                   final_scale, layer_inits(mc))
 
     def initial_state(batch_size=None):
         return recurrent.initial_state(cell_type, cell_size, batch_size)

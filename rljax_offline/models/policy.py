@@ -53,6 +53,8 @@ from rljax_offline.models.encoders import (
     encode_observations,
     head_init,
 )
+from rljax_offline.models.initializers import MODEL_CONFIG_DEFAULTS as INITIALIZER_DEFAULTS
+from rljax_offline.models.initializers import LayerInits, dense_inits, layer_inits
 from rljax_offline.models.module import Module, policy_module
 
 # RLlib's model-config keys this package understands, with their defaults. `make_policy` and
@@ -63,25 +65,31 @@ MODEL_CONFIG_DEFAULTS: dict = {
     "conv_activation": "relu",
     "use_lstm": False, "use_gru": False, "lstm_cell_size": 256, "max_seq_len": 20,
     "lstm_use_prev_action": False, "lstm_use_prev_reward": False,
+    **INITIALIZER_DEFAULTS,  # fcnet_/head_fcnet_ kernel and bias initializers (+ _kwargs)
 }
 
 
 class MLP(nn.Module):
     """Dense layers with `activation`, then a linear output layer whose initial weights are
-    scaled by `final_scale` (0.01 for policy heads: near-uniform initial actions)."""
+    scaled by `final_scale` (0.01 for policy heads: near-uniform initial actions), unless
+    `inits` (the model config's initializers, `models.initializers`) says otherwise."""
 
     hiddens: Sequence[int]
     activation: str
     out_dim: int
     final_scale: float = 1.0
+    inits: LayerInits = LayerInits()
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        act = ACTIVATIONS[self.activation]
-        for h in self.hiddens:
-            x = act(nn.Dense(h)(x))
-        return nn.Dense(self.out_dim, kernel_init=nn.initializers.variance_scaling(
-            self.final_scale, "fan_in", "truncated_normal"))(x)
+        act, inits = ACTIVATIONS[self.activation], self.inits
+        for h in self.hiddens:  # the layers MLPEncoder makes, in this module's own scope
+            x = act(nn.Dense(h, **dense_inits(inits.hidden_kernel, inits.hidden_bias,
+                                              x.shape[-1]))(x))
+        head = {"kernel_init": nn.initializers.variance_scaling(
+            self.final_scale, "fan_in", "truncated_normal"),
+            **dense_inits(inits.head_kernel, inits.head_bias, x.shape[-1])}
+        return nn.Dense(self.out_dim, **head)(x)
 
 
 Policy = Module  # a policy is a `Module` with a `dist` (the name call sites annotate with)
@@ -96,12 +104,14 @@ class ObservationEncoder(nn.Module):
     activation: str
     conv_filters: tuple | None = None
     conv_activation: str = "relu"
+    inits: LayerInits = LayerInits()  # the MLP's hidden ones apply
 
     @nn.compact
     def __call__(self, obs):
         if self.conv_filters is not None:
             return cnn.CNNEncoder(self.conv_filters, self.conv_activation)(obs)
-        return MLPEncoder(self.hiddens, self.activation)(encode_observations(self.obs_spec, obs))
+        return MLPEncoder(self.hiddens, self.activation, self.inits)(
+            encode_observations(self.obs_spec, obs))
 
 
 class EncoderHead(nn.Module):
@@ -109,10 +119,14 @@ class EncoderHead(nn.Module):
 
     encoder: nn.Module
     out_dim: int
+    inits: LayerInits = LayerInits()  # the head ones apply
 
     @nn.compact
     def __call__(self, obs):
-        return nn.Dense(self.out_dim, kernel_init=head_init())(self.encoder(obs))
+        x = self.encoder(obs)
+        head = {"kernel_init": head_init(),
+                **dense_inits(self.inits.head_kernel, self.inits.head_bias, x.shape[-1])}
+        return nn.Dense(self.out_dim, **head)(x)
 
 
 def clip_to_bounds(act_spec: Any, actions: jax.Array) -> jax.Array:
@@ -126,12 +140,15 @@ def clip_to_bounds(act_spec: Any, actions: jax.Array) -> jax.Array:
 
 
 def check_model_config(model_config: dict) -> dict:
-    """`model_config` completed with the defaults; unknown keys are a named error."""
+    """`model_config` completed with the defaults; unknown keys and initializers are a named
+    error."""
     unknown = set(model_config) - set(MODEL_CONFIG_DEFAULTS)
     if unknown:
         raise ValueError(f"unknown model_config keys {sorted(unknown)}; supported: "
                          f"{sorted(MODEL_CONFIG_DEFAULTS)}")
-    return {**MODEL_CONFIG_DEFAULTS, **model_config}
+    full = {**MODEL_CONFIG_DEFAULTS, **model_config}
+    layer_inits(full)
+    return full
 
 
 def make_policy(obs_spec: Any, act_spec: Any, fcnet_hiddens: Sequence[int] = (256, 256),
@@ -157,8 +174,9 @@ def make_policy(obs_spec: Any, act_spec: Any, fcnet_hiddens: Sequence[int] = (25
     if cfg["use_lstm"] or cfg["use_gru"]:
         return _recurrent_policy(encoder, dist, obs_spec, act_spec, obs_shape, obs_dtype, cfg)
 
-    net = EncoderHead(encoder, dist.dist_dim) if image else MLP(
-        hiddens, cfg["fcnet_activation"], dist.dist_dim, 0.01)
+    inits = layer_inits(cfg)
+    net = EncoderHead(encoder, dist.dist_dim, inits) if image else MLP(
+        hiddens, cfg["fcnet_activation"], dist.dist_dim, 0.01, inits)
     dummy = np.zeros((1, *obs_shape), obs_dtype)  # numpy: no eager programs to compile
     prepare = (lambda obs: jnp.asarray(obs)) if image else (
         lambda obs: encode_observations(obs_spec, jnp.asarray(obs)))
@@ -182,7 +200,8 @@ def observation_encoder(obs_spec: Any, cfg: dict) -> tuple[nn.Module, tuple, Any
     else:
         filters, obs_shape, obs_dtype = None, (sp.flat_dim(obs_spec),), jnp.float32
     encoder = ObservationEncoder(obs_spec, tuple(int(h) for h in cfg["fcnet_hiddens"]),
-                                 cfg["fcnet_activation"], filters, cfg["conv_activation"])
+                                 cfg["fcnet_activation"], filters, cfg["conv_activation"],
+                                 layer_inits(cfg))
     return encoder, obs_shape, obs_dtype
 
 
@@ -203,7 +222,7 @@ def is_recurrent(model_config: dict) -> bool:
 
 def _recurrent_policy(encoder, dist, obs_spec, act_spec, obs_shape, obs_dtype, cfg) -> Policy:
     cell_type, cell_size, max_seq_len = recurrent_cell(cfg)
-    net = recurrent.RecurrentNet(encoder, cell_type, cell_size, dist.dist_dim)
+    net = recurrent.RecurrentNet(encoder, cell_type, cell_size, dist.dist_dim, layer_inits(cfg))
 
     def forward(params, batch):
         obs = jnp.asarray(batch["obs"])
