@@ -5,18 +5,23 @@ Reads the transitions the driver wrote (`.npz`), trains one d3rlpy algorithm at 
 needs; TD3+BC's observations standardized by the data set's mean and std, as its paper),
 evaluates in the env after each of `--evals` equal parts of `--updates`, and prints one JSON
 line: d3rlpy's own mean per-update time of each part (evaluation excluded; the driver reduces
-these and ours the same way) and the returns.
+these and ours the same way) and the returns; with `--final-episodes N`, also the final
+policy's returns on `_paired_eval`'s N episodes (the same start states as ours).
 
-This file imports d3rlpy and never rljax_offline: it may run in another virtual environment.
+This file imports d3rlpy and never rljax_offline (`_paired_eval` imports gymnasium and numpy
+only): it may run in another virtual environment.
 """
 
 import argparse
 import json
+import math
 import time
 
 import d3rlpy
+import torch
 import gymnasium as gym
 import numpy as np
+from _paired_eval import paired_returns
 
 ALGOS = {
     "DiscreteBC": d3rlpy.algos.DiscreteBCConfig,
@@ -26,9 +31,34 @@ ALGOS = {
     "IQL": d3rlpy.algos.IQLConfig,
     "TD3PlusBC": d3rlpy.algos.TD3PlusBCConfig,
 }
+# The std of a standard normal truncated at +-2: flax's truncated-normal initializers divide by
+# it so the draw keeps the variance they name.
+TRUNCATED_NORMAL_STD = 0.87962566103423978
 # Algorithms whose paper normalizes observations by the data set's mean and std: d3rlpy's
 # standard observation scaler, fitted on the data set, as its TD3+BC reproduction does.
 STANDARD_OBSERVATIONS = {"TD3PlusBC"}
+
+
+def flax_draw(algo, dataset) -> None:
+    """Builds `algo` and redraws every Linear layer of its networks as flax's `Dense` does
+    (kernel: truncated normal, variance 1/fan_in; bias: zeros), targets copied after."""
+    d3rlpy.algos.qlearning.base.build_scalers_with_transition_picker(algo, dataset)
+    algo.build_with_dataset(dataset)
+
+    def redraw(layer):
+        if isinstance(layer, torch.nn.Linear):
+            std = math.sqrt(1.0 / layer.weight.shape[1]) / TRUNCATED_NORMAL_STD
+            with torch.no_grad():
+                torch.nn.init.trunc_normal_(layer.weight, std=std, a=-2 * std, b=2 * std)
+                layer.bias.zero_()
+
+    modules = algo.impl.modules
+    for online, target in (("policy", "targ_policy"), ("q_funcs", "targ_q_funcs"),
+                           ("imitator", None)):
+        if hasattr(modules, online):
+            getattr(modules, online).apply(redraw)
+            if target and hasattr(modules, target):
+                getattr(modules, target).load_state_dict(getattr(modules, online).state_dict())
 
 
 def main():
@@ -41,6 +71,11 @@ def main():
     ap.add_argument("--eval-episodes", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--batch-size", type=int, help="d3rlpy's default when not given")
+    ap.add_argument("--final-episodes", type=int, default=0,
+                    help="then evaluate the final policy on _paired_eval's episodes")
+    ap.add_argument("--init", choices=("torch", "flax"), default="torch",
+                    help="flax: every Linear layer drawn as flax's Dense draws (LeCun-normal "
+                         "kernel, zero bias), a diagnosis of what the draw does")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=JSON",
                     help="a config field away from d3rlpy's default, for a diagnosis "
                          "(e.g. target_update_interval=1000); the comparison uses none")
@@ -67,6 +102,8 @@ def main():
                       if isinstance(env.action_space, gym.spaces.Discrete)
                       else d3rlpy.ActionSpace.CONTINUOUS))
     algo = config.create(device="cpu:0")
+    if args.init == "flax":
+        flax_draw(algo, dataset)
     per_eval = max(args.updates // args.evals, 1)
     t0 = time.perf_counter()
     history = algo.fit(
@@ -76,12 +113,13 @@ def main():
         evaluators={"return": d3rlpy.metrics.EnvironmentEvaluator(
             env, n_trials=args.eval_episodes)})
     wall = time.perf_counter() - t0
+    final = paired_returns(args.env, algo.predict, args.final_episodes)
     step_s_per_part = [float(m["time_step"]) for _, m in history]
     print(json.dumps({
         "library": f"d3rlpy {d3rlpy.__version__}", "algo": args.algo, "set": args.set,
         "batch_size": config.batch_size, "updates": per_eval * args.evals,
         "step_s_per_part": step_s_per_part, "wall_s": wall,
-        "returns": [float(m["return"]) for _, m in history]}))
+        "returns": [float(m["return"]) for _, m in history], "final_returns": final}))
 
 
 if __name__ == "__main__":

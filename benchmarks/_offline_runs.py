@@ -43,6 +43,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from _paired_eval import paired_returns
+
 from rljax_offline.data import read_episodes
 from rljax_offline.ope.data import raw_columns
 
@@ -85,21 +87,32 @@ def updates_per_s(step_s_per_part: list[float]) -> float:
 
 
 def summary(histories: list[dict], normalize: Callable | None = None) -> dict:
-    """Level mean and std over seeds, best single evaluation, mean updates/s."""
+    """Level mean and std over seeds, best single evaluation, mean updates/s; where every
+    run has its paired final evaluation, its mean over all seeds' episodes and that mean's
+    standard error (`final_mean`, `final_se`: the start states are the same each seed)."""
     levels = [level(h, normalize) for h in histories]
-    return {"level_mean": float(np.mean(levels)), "level_std": float(np.std(levels)),
-            "levels": levels, "best": max(best(h, normalize) for h in histories),
-            "updates_per_s": float(np.mean([h["updates_per_s"] for h in histories])),
-            "seeds": [h["seed"] for h in histories], "updates": histories[0]["updates"][-1]}
+    out = {"level_mean": float(np.mean(levels)), "level_std": float(np.std(levels)),
+           "levels": levels, "best": max(best(h, normalize) for h in histories),
+           "updates_per_s": float(np.mean([h["updates_per_s"] for h in histories])),
+           "seeds": [h["seed"] for h in histories], "updates": histories[0]["updates"][-1]}
+    if all(h.get("final_returns") for h in histories):
+        final = np.concatenate([[normalize(r) if normalize else r for r in h["final_returns"]]
+                                for h in histories])
+        out.update(final_mean=float(np.mean(final)),
+                   final_se=float(np.std(final) / np.sqrt(len(final))))
+    return out
 
 
 # ---------------------------------------------------------------------------- ours
 
 
 def run_ours(data: str, env_id: str, config, updates: int, seed: int, *, evals: int = 10,
-             eval_episodes: int = 10, batch_size: int | None = None) -> dict:
+             eval_episodes: int = 10, batch_size: int | None = None,
+             final_episodes: int = 0) -> dict:
     """Trains `config` (an AlgorithmConfig; its settings kept, batch size overridden when
-    given) on the episodes under `data` and evaluates its greedy policy after each part."""
+    given) on the episodes under `data` and evaluates its greedy policy after each part;
+    `final_episodes`: then on that many episodes of `_paired_eval` (the same start states
+    as d3rlpy's run)."""
     per_part = max(updates // evals, 1)
     training = {"num_updates_per_iteration": per_part}
     if batch_size is not None:
@@ -117,13 +130,16 @@ def run_ours(data: str, env_id: str, config, updates: int, seed: int, *, evals: 
             result = algo.train()
             step_s.append(result["learners"]["__all_modules__"]["learner_update_timer"])
             returns.append(float(result["evaluation"]["env_runners"]["episode_return_mean"]))
+        wall_s = time.perf_counter() - t0
+        final = paired_returns(env_id, lambda obs: algo.compute_actions(obs, explore=False),
+                               final_episodes)
     finally:
         algo.stop()
     return {"library": "rljax_offline", "algo": config.algo_name, "seed": seed,
             "batch_size": config.train_batch_size_per_learner,
             "updates": [per_part * (i + 1) for i in range(evals)], "returns": returns,
             "step_s_per_part": step_s, "updates_per_s": updates_per_s(step_s),
-            "wall_s": time.perf_counter() - t0}
+            "wall_s": wall_s, **({"final_returns": final} if final else {})}
 
 
 # ---------------------------------------------------------------------------- d3rlpy
@@ -151,15 +167,17 @@ def transitions_npz(data: str) -> str:
 
 def run_d3rlpy(python: str, data: str, env_id: str, algo: str, updates: int, seed: int, *,
                evals: int = 10, eval_episodes: int = 10, batch_size: int | None = None,
-               threads: int = 1, overrides: dict | None = None) -> dict:
+               threads: int = 1, overrides: dict | None = None, final_episodes: int = 0,
+               init: str = "torch") -> dict:
     """d3rlpy's `algo` (a key of `D3RLPY_BATCH`) at its defaults on the same episodes, in the
     interpreter `python`, evaluated greedily after each part. `threads`: torch's threads
     (0: torch's default; on this shared 2-core CPU its default ran BC at 7.9 updates/s, one
     thread at ~250). `overrides`: config fields away from d3rlpy's defaults, for a diagnosis
-    only."""
+    only; `init="flax"` draws its layers as flax does (a diagnosis too)."""
     cmd = [python, WORKER, "--data", transitions_npz(data), "--algo", algo, "--env", env_id,
            "--updates", str(updates), "--evals", str(evals),
-           "--eval-episodes", str(eval_episodes), "--seed", str(seed)]
+           "--eval-episodes", str(eval_episodes), "--seed", str(seed),
+           "--final-episodes", str(final_episodes), "--init", init]
     if batch_size is not None:
         cmd += ["--batch-size", str(batch_size)]
     for name, value in (overrides or {}).items():
@@ -177,7 +195,8 @@ def run_d3rlpy(python: str, data: str, env_id: str, algo: str, updates: int, see
             "updates": [per_part * (i + 1) for i in range(evals)], "returns": out["returns"],
             "step_s_per_part": out["step_s_per_part"],
             "updates_per_s": updates_per_s(out["step_s_per_part"]), "wall_s": out["wall_s"],
-            "overrides": overrides or {}}
+            "overrides": overrides or {},
+            **({"final_returns": out["final_returns"]} if out.get("final_returns") else {})}
 
 
 # ---------------------------------------------------------------------------- plots

@@ -11,8 +11,19 @@ our defaults, which the README's d3rlpy section compares with RLlib's and d3rlpy
 Printed per case: the level (mean of the last three evaluations) as mean +- std over seeds
 for each library, the best single evaluation (information only: one evaluation is noise),
 updates/s of each (each part's mean time per update, evaluation and the first, compiling part
-excluded, the same reduction for both) and their ratio. Plots of evaluations over updates
+excluded, the same reduction for both) and their ratio. Then the final policies' paired
+evaluation (`_paired_eval`, `--final-episodes`, 100 by default): both libraries' last policies
+on the same start states, each side's mean over seeds and episodes, and the difference
+ours - d3rlpy with its standard error over seeds. A level of three 10-episode evaluations
+carries the spread of returns over start states (on Pendulum -1 to -1,500 for one policy);
+on shared start states that spread leaves the difference, so this is what says whether a gap
+in the levels is the policies' or the evaluations'. Plots of evaluations over updates
 (seeds thin, mean thick) go to `--plots`.
+
+Both libraries' TD3+BC start their layers from PyTorch's draw (ours: `model_config`'s
+initializers at "torch_default", the default); `td3bc-pendulum-flax-init` runs both from
+flax's (ours with the initializers at None, d3rlpy's layers redrawn by `_d3rlpy_worker.py
+--init flax`), the diagnosis of the gap the draw made.
 
 d3rlpy is never our dependency: it runs in the interpreter given by `--d3rlpy-python` (or
 `$D3RLPY_PYTHON`, or this one when it can import d3rlpy), through `_d3rlpy_worker.py`:
@@ -31,6 +42,8 @@ import os
 import sys
 from typing import NamedTuple
 
+import numpy as np
+
 from _offline_runs import (
     CACHE,
     D3RLPY_BATCH,
@@ -43,6 +56,7 @@ from _offline_runs import (
 from rljax_offline import BCConfig, CQLConfig, IQLConfig
 from rljax_offline.algorithms.td3_bc import TD3BCConfig
 from rljax_offline.apps.recipes import RECIPES, record_mixed
+from rljax_offline.models.initializers import TORCH_DEFAULT
 
 FIGURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "figures")
 
@@ -52,12 +66,18 @@ class Case(NamedTuple):
     d3rlpy_algo: str
     ours: object  # an AlgorithmConfig at our defaults (plus the listed changes)
     updates: int
+    d3rlpy_init: str = "torch"  # "flax": d3rlpy's layers drawn as flax's (a diagnosis)
 
 
 CASES = {
     "iql-pendulum": Case("pendulum-mixed", "IQL", IQLConfig(), 20000),
     "cql-cartpole": Case("cartpole-mixed", "DiscreteCQL", CQLConfig(), 20000),
     "td3bc-pendulum": Case("pendulum-mixed", "TD3PlusBC", TD3BCConfig(), 20000),
+    # Both sides' layers drawn as flax draws them (TD3+BC's default is PyTorch's draw).
+    "td3bc-pendulum-flax-init": Case(
+        "pendulum-mixed", "TD3PlusBC",
+        TD3BCConfig().rl_module(model_config={k: None for k in TORCH_DEFAULT}), 20000,
+        d3rlpy_init="flax"),
     "cql-pendulum": Case("pendulum-mixed", "CQL", CQLConfig(), 6000),
     "bc-cartpole": Case("cartpole-mixed", "DiscreteBC", BCConfig(), 20000),
     "bc-pendulum": Case("pendulum-mixed", "BC", BCConfig(), 20000),
@@ -110,7 +130,8 @@ def kept(runs: str | None, key: str, make, reuse: bool = True) -> dict:
 def run_case(name: str, python: str, seeds: list[int], updates: int | None, evals: int,
              eval_episodes: int, plots: str | None, runs: str | None = None,
              sides: str = "both", reuse_ours: bool = False,
-             d3rlpy_seeds: list[int] | None = None, threads: int = 1) -> dict | None:
+             d3rlpy_seeds: list[int] | None = None, threads: int = 1,
+             final_episodes: int = 100) -> dict | None:
     case = CASES[name]
     n = updates or case.updates
     data, env_id = recording(case.recipe), RECIPES[case.recipe].env_id
@@ -123,7 +144,8 @@ def run_case(name: str, python: str, seeds: list[int], updates: int | None, eval
             h = saved(runs, f"ours-{name}-s{seed}-u{n}-e{evals}x{eval_episodes}",
                       None if only_saved else lambda seed=seed: run_ours(
                           data, env_id, case.ours, n, seed, evals=evals,
-                          eval_episodes=eval_episodes, batch_size=batch), reuse=reuse_ours)
+                          eval_episodes=eval_episodes, batch_size=batch,
+                          final_episodes=final_episodes), reuse=reuse_ours)
             ours += [h] if h else []
             print(json.dumps({"case": name, **(h or {"missing": f"ours seed {seed}"})}),
                   flush=True)
@@ -131,7 +153,8 @@ def run_case(name: str, python: str, seeds: list[int], updates: int | None, eval
             h = saved(runs, f"d3rlpy-{name}-s{seed}-u{n}-e{evals}x{eval_episodes}",
                       None if only_saved else lambda seed=seed: run_d3rlpy(
                           python, data, env_id, case.d3rlpy_algo, n, seed, evals=evals,
-                          eval_episodes=eval_episodes, batch_size=batch, threads=threads))
+                          eval_episodes=eval_episodes, batch_size=batch, threads=threads,
+                          final_episodes=final_episodes, init=case.d3rlpy_init))
             theirs += [h] if h else []
             print(json.dumps({"case": name, **(h or {"missing": f"d3rlpy seed {seed}"})}),
                   flush=True)
@@ -148,8 +171,25 @@ def run_case(name: str, python: str, seeds: list[int], updates: int | None, eval
     row = {"case": name, "d3rlpy_algo": case.d3rlpy_algo, "batch_size": batch,
            "ours": summary(ours), "d3rlpy": summary(theirs)}
     row["x_d3rlpy"] = row["ours"]["updates_per_s"] / row["d3rlpy"]["updates_per_s"]
+    row.update(paired_difference(ours, theirs))
     print(json.dumps({"summary": row}), flush=True)
     return row
+
+
+def paired_difference(ours: list[dict], theirs: list[dict]) -> dict:
+    """Ours - d3rlpy on the paired final evaluation: the difference of the two sides' means
+    over seeds of each run's mean final return, and its standard error from the seeds' spread
+    on each side (Welch's). Every run is evaluated on the same start states, so their spread
+    is not in the difference: what is left is the seeds'. Empty when a run has no final
+    evaluation or the episode counts differ."""
+    runs = ours + theirs
+    n = {len(h.get("final_returns") or ()) for h in runs}
+    if len(n) != 1 or 0 in n:
+        return {}
+    per_seed = [np.array([np.mean(h["final_returns"]) for h in hs]) for hs in (ours, theirs)]
+    var = [x.var(ddof=1) / len(x) if len(x) > 1 else np.nan for x in per_seed]
+    return {"final_diff": float(per_seed[0].mean() - per_seed[1].mean()),
+            "final_diff_se": float(np.sqrt(sum(var))), "final_episodes": n.pop()}
 
 
 def main():
@@ -161,6 +201,8 @@ def main():
     ap.add_argument("--updates", type=int, help="updates of every case (default: its own)")
     ap.add_argument("--evals", type=int, default=10, help="evaluations per run")
     ap.add_argument("--eval-episodes", type=int, default=10)
+    ap.add_argument("--final-episodes", type=int, default=100,
+                    help="the final policies' paired evaluation (0: none)")
     ap.add_argument("--plots", default=FIGURES, help="folder for the PNGs ('' for none)")
     ap.add_argument("--d3rlpy-python", help="interpreter with d3rlpy 2.8 installed")
     ap.add_argument("--d3rlpy-threads", type=int, default=1,
@@ -181,7 +223,7 @@ def main():
     rows = [run_case(name, python, seeds, args.updates, args.evals, args.eval_episodes,
                      args.plots or None, args.runs, args.sides, args.reuse_ours,
                      [int(s) for s in args.d3rlpy_seeds.split(",")] if args.d3rlpy_seeds
-                     else None, args.d3rlpy_threads)
+                     else None, args.d3rlpy_threads, args.final_episodes)
             for name in args.only.split(",")]
     rows = [r for r in rows if r is not None]
     print_tables(rows)
@@ -214,6 +256,15 @@ def print_tables(rows: list[dict]) -> None:
           "d3rlpy | updates/s ours / d3rlpy | ratio |\n|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(markdown.format(*row_figures(r)))
+    paired = [r for r in rows if "final_diff" in r]
+    if paired:
+        print("\n| case | final episodes x seeds | final ours | final d3rlpy | ours - d3rlpy "
+              "(paired, +- s.e.) |\n|---|---|---|---|---|")
+        for r in paired:
+            o, d = r["ours"], r["d3rlpy"]
+            print(f"| {r['case']} | {r['final_episodes']} x {len(o['seeds'])} / "
+                  f"{len(d['seeds'])} | {o['final_mean']:.1f} | {d['final_mean']:.1f} | "
+                  f"{r['final_diff']:+.1f} +- {r['final_diff_se']:.1f} |")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,32 @@
+"""The final evaluation both sides of a comparison share: one greedy policy on the same
+episodes of the env (episode i reset with seed `base + i`), so two libraries' final policies
+are compared on the same start states, a paired comparison whose noise is far below that of
+a level of three 10-episode evaluations (Pendulum's returns spread over -1 to -1,500 by start
+state alone).
+
+This file imports gymnasium and numpy only: d3rlpy's worker, which must not import
+rljax_offline, uses it too.
+"""
+
+import gymnasium as gym
+import numpy as np
+
+SEED_BASE = 10_000  # episode i: reset(seed=10_000 + i), on both sides
+
+
+def paired_returns(env_id: str, act, episodes: int, base: int = SEED_BASE) -> list[float]:
+    """The undiscounted return of each of `episodes` episodes, `act(obs [1, ...]) -> action
+    [1, ...]` acting greedily, episode i reset with seed `base + i`."""
+    env = gym.make(env_id)
+    returns = []
+    for i in range(episodes):
+        obs, _ = env.reset(seed=base + i)
+        total, done = 0.0, False
+        while not done:
+            action = np.asarray(act(np.asarray(obs, np.float32)[None]))[0]
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    env.close()
+    return returns
