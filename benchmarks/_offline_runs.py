@@ -88,8 +88,8 @@ def updates_per_s(step_s_per_part: list[float]) -> float:
 
 def summary(histories: list[dict], normalize: Callable | None = None) -> dict:
     """Level mean and std over seeds, best single evaluation, mean updates/s; where every
-    run has its paired final evaluation, its mean over all seeds' episodes and that mean's
-    standard error (`final_mean`, `final_se`: the start states are the same each seed)."""
+    run has its paired final evaluation, its mean over all seeds' episodes (`final_mean`;
+    `d3rlpy_compare.paired_difference` compares two libraries' on their seeds' spread)."""
     levels = [level(h, normalize) for h in histories]
     out = {"level_mean": float(np.mean(levels)), "level_std": float(np.std(levels)),
            "levels": levels, "best": max(best(h, normalize) for h in histories),
@@ -98,8 +98,7 @@ def summary(histories: list[dict], normalize: Callable | None = None) -> dict:
     if all(h.get("final_returns") for h in histories):
         final = np.concatenate([[normalize(r) if normalize else r for r in h["final_returns"]]
                                 for h in histories])
-        out.update(final_mean=float(np.mean(final)),
-                   final_se=float(np.std(final) / np.sqrt(len(final))))
+        out["final_mean"] = float(np.mean(final))
     return out
 
 

@@ -34,8 +34,8 @@ Defaults are d3rlpy 2.8's `TD3PlusBCConfig` (RLlib has no TD3+BC), under its nam
 `gamma=0.99`, learning rates 3e-4, batch 256, two critics, 256-256 ReLU networks whose layers
 start from PyTorch's `nn.Linear` draw (kernel and bias uniform in +-1/sqrt(fan_in); the
 `model_config` initializers at "torch_default"), the draw the paper's code, d3rlpy and CORL
-tuned these settings with. With flax's LeCun-normal draw, ours and d3rlpy's alike end about
-200 lower on `pendulum-mixed` after 20,000 updates (README, "Parity with d3rlpy at
+tuned these settings with. With flax's LeCun-normal draw, ours and d3rlpy's alike end 220-250
+lower on `pendulum-mixed` after 20,000 updates (README, "Parity with d3rlpy at
 convergence"); `rl_module(model_config={k: None for k in TORCH_DEFAULT})` gives it back. Box
 actions only; no recurrent form.
 """

@@ -11,7 +11,7 @@ LeCun-normal kernels and zero biases, the output layer's kernel scaled as the ne
 (0.01 for policy heads).
 
 Why it matters: the draw changes what an algorithm learns in a given number of updates, and
-not always one way. TD3+BC on `pendulum-mixed` ends about 220 higher from PyTorch's draw than
+not always one way. TD3+BC on `pendulum-mixed` ends 220-250 higher from PyTorch's draw than
 from flax's after 20,000 updates, in both libraries, while on expert Pendulum episodes with
 64-64 networks flax's reaches the expert's level first (README, "Parity with d3rlpy at
 convergence"). `TORCH_DEFAULT` is the model-config entry for PyTorch's draw everywhere (TD3+BC's
