@@ -14,7 +14,7 @@ from rljax_offline.ope.target import from_acting
 OBS = np.random.default_rng(0).normal(size=(7, 3)).astype(np.float32)
 
 
-def _counting_linear_act(out_dim):
+def _counting_linear_act():
     """`act(params, obs) = obs @ w`, counting how often jax traces it (once per compile)."""
     traces = []
 
@@ -30,7 +30,7 @@ def _params(seed, out_dim):
 
 
 def test_discrete_targets_read_their_own_params_and_share_one_compile():
-    act, traces = _counting_linear_act(4)
+    act, traces = _counting_linear_act()
     dist = categorical(4, start=1)
     spec = sp.to_spec(gym.spaces.Discrete(4, start=1))
     actions = np.array([1, 2, 3, 4, 1, 2, 3])
@@ -49,7 +49,7 @@ def test_box_targets_read_their_own_params_and_share_one_compile():
     space = gym.spaces.Box(-2.0, 2.0, (2,), np.float32)
     spec = sp.to_spec(space)
     dist = squashed_gaussian(spec)
-    act, traces = _counting_linear_act(4)
+    act, traces = _counting_linear_act()
     actions = np.clip(np.random.default_rng(5).normal(size=(7, 2)), -1.9, 1.9).astype(np.float32)
     half_width_log = 2 * np.log(2.0)
     for seed in (1, 2):

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax_offline import spaces as sp
-from rljax_offline.models.initializers import LayerInits, dense_inits
+from rljax_offline.models.initializers import LayerInits
 
 ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh, "swish": nn.swish, "silu": nn.silu,
                "elu": nn.elu, "linear": lambda x: x, None: lambda x: x}
@@ -45,11 +45,17 @@ class MLPEncoder(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        act = ACTIVATIONS[self.activation]
-        for h in self.hiddens:
-            x = act(nn.Dense(h, **dense_inits(self.inits.hidden_kernel, self.inits.hidden_bias,
-                                              x.shape[-1]))(x))
-        return x
+        return dense_stack(x, self.hiddens, self.activation, self.inits)
+
+
+def dense_stack(x: jax.Array, hiddens: Sequence[int], activation: str,
+                inits: LayerInits) -> jax.Array:
+    """`Dense(h)` then `activation` for each of `hiddens`, made in the calling module's scope
+    (inside its compact `__call__`: the layers are its `Dense_0`, `Dense_1`, ...)."""
+    act = ACTIVATIONS[activation]
+    for h in hiddens:
+        x = act(nn.Dense(h, **inits.hidden(x.shape[-1]))(x))
+    return x
 
 
 def head_init():

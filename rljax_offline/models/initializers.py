@@ -45,6 +45,16 @@ class LayerInits(NamedTuple):
     head_kernel: LayerInit | None = None
     head_bias: LayerInit | None = None
 
+    def hidden(self, fan_in: int) -> dict:
+        """`nn.Dense` keyword arguments of a hidden layer of `fan_in` inputs."""
+        return _dense_kwargs(self.hidden_kernel, self.hidden_bias, fan_in)
+
+    def head(self, fan_in: int, kernel_init: Callable) -> dict:
+        """`nn.Dense` keyword arguments of the output layer; `kernel_init` is ours (the
+        network's own scale) where no head kernel initializer is given."""
+        return {"kernel_init": kernel_init,
+                **_dense_kwargs(self.head_kernel, self.head_bias, fan_in)}
+
 
 def _uniform(low: float, high: float) -> Callable:
     def init(key, shape, dtype=jnp.float32):
@@ -166,7 +176,7 @@ def layer_inits(model_config: dict) -> LayerInits:
                         for k in KEYS))
 
 
-def dense_inits(kernel: LayerInit | None, bias: LayerInit | None, fan_in: int) -> dict:
+def _dense_kwargs(kernel: LayerInit | None, bias: LayerInit | None, fan_in: int) -> dict:
     """`nn.Dense` keyword arguments for a layer of `fan_in` inputs (none where ours stays)."""
     out = {}
     if kernel is not None:

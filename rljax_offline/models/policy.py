@@ -47,14 +47,14 @@ from rljax_offline import spaces as sp
 from rljax_offline.models import cnn, recurrent
 from rljax_offline.models.distributions import for_space
 from rljax_offline.models.encoders import (
-    ACTIVATIONS,
     MLPEncoder,
     check_activation,
+    dense_stack,
     encode_observations,
     head_init,
 )
 from rljax_offline.models.initializers import MODEL_CONFIG_DEFAULTS as INITIALIZER_DEFAULTS
-from rljax_offline.models.initializers import LayerInits, dense_inits, layer_inits
+from rljax_offline.models.initializers import LayerInits, layer_inits
 from rljax_offline.models.module import Module, policy_module
 
 # RLlib's model-config keys this package understands, with their defaults. `make_policy` and
@@ -82,14 +82,9 @@ class MLP(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        act, inits = ACTIVATIONS[self.activation], self.inits
-        for h in self.hiddens:  # the layers MLPEncoder makes, in this module's own scope
-            x = act(nn.Dense(h, **dense_inits(inits.hidden_kernel, inits.hidden_bias,
-                                              x.shape[-1]))(x))
-        head = {"kernel_init": nn.initializers.variance_scaling(
-            self.final_scale, "fan_in", "truncated_normal"),
-            **dense_inits(inits.head_kernel, inits.head_bias, x.shape[-1])}
-        return nn.Dense(self.out_dim, **head)(x)
+        x = dense_stack(x, self.hiddens, self.activation, self.inits)
+        scaled = nn.initializers.variance_scaling(self.final_scale, "fan_in", "truncated_normal")
+        return nn.Dense(self.out_dim, **self.inits.head(x.shape[-1], scaled))(x)
 
 
 Policy = Module  # a policy is a `Module` with a `dist` (the name call sites annotate with)
@@ -124,9 +119,7 @@ class EncoderHead(nn.Module):
     @nn.compact
     def __call__(self, obs):
         x = self.encoder(obs)
-        head = {"kernel_init": head_init(),
-                **dense_inits(self.inits.head_kernel, self.inits.head_bias, x.shape[-1])}
-        return nn.Dense(self.out_dim, **head)(x)
+        return nn.Dense(self.out_dim, **self.inits.head(x.shape[-1], head_init()))(x)
 
 
 def clip_to_bounds(act_spec: Any, actions: jax.Array) -> jax.Array:

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax_offline.models.encoders import head_init
-from rljax_offline.models.initializers import LayerInits, dense_inits
+from rljax_offline.models.initializers import LayerInits
 from rljax_offline.models.sequences import (  # noqa: F401 - where the learners import them
     seq_lens_or_full,
     step_outputs,
@@ -66,9 +66,8 @@ class RecurrentNet(nn.Module):
         new_state = {"h": carry[1], "c": carry[0]} if self.cell_type == "lstm" else {"h": carry}
         if self.out_dim is None:
             return out, new_state
-        head = {"kernel_init": head_init(),
-                **dense_inits(self.inits.head_kernel, self.inits.head_bias, out.shape[-1])}
-        return nn.Dense(self.out_dim, **head)(out), new_state
+        return nn.Dense(self.out_dim, **self.inits.head(out.shape[-1], head_init()))(out), \
+            new_state
 
 
 def dummy_inputs(cell_type: str, cell_size: int, obs_shape, obs_dtype=jnp.float32):
