@@ -24,6 +24,7 @@ _LAZY = {
     "Algorithm": "rljax_offline.algorithms.algorithm",
     "AlgorithmConfig": "rljax_offline.algorithms.config",
     "ConfigError": "rljax_offline.errors",
+    "DefaultModelConfig": "rljax_offline.models.model_config",
     "register_algorithm": ("rljax_offline.algorithms.registry", "register"),
     "run_training": "rljax_offline.apps.training_loop",
     # connectors
@@ -69,6 +70,7 @@ __all__ = [  # every public name; tests/test_public_api.py checks each resolves
     "ConfigError",
     "Connector",
     "Context",
+    "DefaultModelConfig",
     "EnvRunner",
     "Episode",
     "EpisodeBatch",

@@ -52,8 +52,20 @@ def _algorithm_cases():
     return cases
 
 
+# Algorithms with a value head on the policy's encoder when `vf_share_layers=True`: each also
+# runs every cross-cutting test with shared layers (case id `<name>-<kind>-shared`).
+SHARED_LAYERS_ALGORITHMS = ("marwil", "ppo")
+
+
+def _shared_layers_cases(cases):
+    return [(f"{case_id}-shared", config.rl_module(model_config={"vf_share_layers": True}),
+             spaces) for case_id, config, spaces in cases
+            if case_id.rsplit("-", 1)[0] in SHARED_LAYERS_ALGORITHMS]
+
+
 # (id, config, (observation space, action space))
 ALGORITHM_CASES = _algorithm_cases()
+ALGORITHM_CASES += _shared_layers_cases(ALGORITHM_CASES)
 assert set(CASE_TRAINING) <= {c[0] for c in ALGORITHM_CASES}, "CASE_TRAINING names no case"
 
 # Cases whose algorithm trains from offline data (the resume-from-data tests run over these;

@@ -33,7 +33,7 @@ from rljax_offline.episode.batch import EpisodeBatch
 from rljax_offline.episode.episode import Episode
 from rljax_offline.learning.data_parallel import DataParallel, select_devices
 from rljax_offline.learning.init import init_state
-from rljax_offline.models.networks import value_network
+from rljax_offline.models.actor_critic import critic
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -156,7 +156,7 @@ def test_gae_matches_a_per_episode_reference():
                 _episode([1.0] * 5, terminated=False, truncated=True),
                 _episode([0.3, -1.0], terminated=False)]
     spaces = Spaces.of(episodes[0].observation_space, episodes[0].action_space)
-    value = value_network(spaces.observation, {"fcnet_hiddens": [8]})
+    value = critic(spaces.observation, {"fcnet_hiddens": [8]})
     params = {"value": value.init(jax.random.PRNGKey(0))}
     pipe = pipeline(default_learner(spaces), general_advantage_estimation(gamma, lam, value))
     eb = EpisodeBatch.from_episodes(episodes)
@@ -166,7 +166,7 @@ def test_gae_matches_a_per_episode_reference():
     got_targets = np.asarray(batch["value_targets"])[mask]
     ref_adv, ref_targets = [], []
     for ep in episodes:
-        v = np.asarray(value.apply(params["value"], jnp.asarray(np.stack(ep.observations))))
+        v = np.asarray(value.apply(params, jnp.asarray(np.stack(ep.observations))))
         v_next = v[1:].copy()
         if ep.is_terminated:
             v_next[-1] = 0.0

@@ -30,7 +30,7 @@ from rljax_offline.episode.episode import Episode
 from rljax_offline.learning.data_parallel import DataParallel, select_devices
 from rljax_offline.learning.init import init_state
 from rljax_offline.learning.update import make_update
-from rljax_offline.models.networks import value_network
+from rljax_offline.models.actor_critic import critic
 
 S = 4
 LSTM = {"fcnet_hiddens": [8], "use_lstm": True, "lstm_cell_size": 6, "max_seq_len": S}
@@ -46,7 +46,7 @@ def _spec(model=LSTM):
     """PPO's spec and its value network (PPO's model config: tanh, as RLlib's)."""
     config = PPOConfig().rl_module(model_config=model)
     spec = config.make_spec(sp.to_spec(OBS), sp.to_spec(ACT))
-    return spec, value_network(sp.to_spec(OBS), config.model_config)
+    return spec, critic(sp.to_spec(OBS), config.model_config)
 
 
 def _step_by_step(module, value, params, obs):
@@ -56,9 +56,9 @@ def _step_by_step(module, value, params, obs):
     @jax.jit
     def one_step(state, o):
         step = {"obs": o[None, None], "seq_lens": jnp.ones(1, jnp.int32)}
-        features, _ = value.forward(params["value"], {**step, "state_in": state[CRITIC]})
+        features, _ = value.forward(params, {**step, "state_in": state[CRITIC]})
         _, state = module.forward(params, {**step, "state_in": state})
-        return state, value.head(params["value"], features[:, 0])[0]
+        return state, value.head(params, features[:, 0])[0]
 
     state = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64)[None],
                                    module.initial_state())

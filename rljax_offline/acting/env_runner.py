@@ -221,6 +221,29 @@ class EnvRunner:
         live["obs"] = obs
         return chunks, finished
 
+    def sample_complete(self, num_timesteps: int
+                        ) -> tuple[list[Episode], list[tuple[float, int]]]:
+        """RLlib's `batch_mode="complete_episodes"`: whole episodes only, at least
+        `num_timesteps` steps of them. From fresh resets, steps the envs until
+        `num_timesteps` steps were taken, then each env until the episode it is in ends;
+        episodes an env begins after that are not kept. Returns `(episodes, finished)` as
+        `sample_continuing` does (here every episode is finished)."""
+        if num_timesteps < 1:
+            raise ValueError(f"num_timesteps must be >= 1, got {num_timesteps}")
+        self._live = None  # the next continuing call starts from fresh resets too
+        obs, builders, pending = self._reset_all()
+        episodes: list[Episode] = []
+        retired = np.zeros(self.num_envs, bool)  # done after the step count was reached
+        steps = 0
+        while not retired.all():
+            obs, done, n = self._step_all(builders, obs, pending)
+            steps += n
+            for i in done:
+                if not retired[i]:
+                    episodes.append(builders[i].finalize())
+                retired[i] = retired[i] or steps >= num_timesteps
+        return episodes, [(ep.get_return(), len(ep)) for ep in episodes]
+
     def sample(self, *, num_episodes: int | None = None,
                num_timesteps: int | None = None) -> list[Episode]:
         return list(self.episodes(num_episodes, num_timesteps))

@@ -41,6 +41,7 @@ from rljax_offline.acting.env_runner import (
     episode_stats,
     stream_seed,
 )
+from rljax_offline.acting.episode_output import EpisodeOutput
 from rljax_offline.algorithms import checkpointing, pipelines
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.offline_data import OfflineData
@@ -110,6 +111,7 @@ class Algorithm:
         self._actor = None
         self._acting_started = False
         self._runner = None
+        self._outputs: dict[str, EpisodeOutput] = {}
         self.timers: dict[str, float] = {}
 
     @property
@@ -355,9 +357,26 @@ class Algorithm:
         self._runner.policy = actor
         self._runner.seed = stream_seed(self.config.seed, EVALUATION, self.iteration)
         t0 = time.perf_counter()
-        stats = episode_stats(self._runner.sample(num_episodes=n))
+        episodes = self._runner.sample(num_episodes=n)
+        self.record("evaluation", episodes)
+        stats = episode_stats(episodes)
         stats["evaluation_time_s"] = time.perf_counter() - t0
         return stats
+
+    def record(self, group: str, episodes: list) -> None:
+        """With `offline_data(output=...)`: the finished episodes among `episodes` (or the
+        chunks they finish) to Parquet, one `EpisodeOutput` per env-runner group
+        (`evaluation`, `sampled`); RLlib records what its env runners sample the same way."""
+        if self.config.output is None:
+            return
+        if group not in self._outputs:
+            self._outputs[group] = EpisodeOutput(self.config, group)
+        self._outputs[group].add(episodes)
+
+    @property
+    def output_files(self) -> list[str]:
+        """Every Parquet file `offline_data(output=...)` finished so far."""
+        return [f for out in self._outputs.values() for f in out.files]
 
     def estimate_off_policy(self, episodes: list | None = None) -> dict:
         """Off-policy estimates of the current policy (`rljax_offline.ope`), by the config's
@@ -382,13 +401,33 @@ class Algorithm:
     def save(self, path: str) -> str:
         """An atomic checkpoint of everything needed to resume exactly, the stream cursor
         of streamed data included (`algorithms.checkpointing`). In a multi-process run every
-        process calls it and process 0 alone writes."""
-        return checkpointing.save(self, path)
+        process calls it and process 0 alone writes. Recording (`offline_data(output=...)`)
+        finishes its open file first, so every episode recorded up to here is on disk."""
+        for out in self._outputs.values():
+            out.flush()
+        return checkpointing.save(self, path, self.checkpoint_files())
+
+    def checkpoint_files(self) -> dict[str, bytes]:
+        """Files an algorithm adds to its checkpoints (name -> bytes, read back with
+        `learning.checkpoint.load_file`): none here; SAC's replay buffer."""
+        return {}
 
     def restore(self, path: str) -> None:
         """Loads a checkpoint of this algorithm; training continues exactly where it was."""
         checkpointing.restore(self, path)
         self._restored = True
+
+    def restore_from_path(self, path: str, component: str | None = None) -> None:
+        """RLlib's `restore_from_path`: the whole checkpoint (`component=None`, as
+        `restore`), or one component of it by RLlib's names (`rljax_offline.constants`):
+        `COMPONENT_RL_MODULE` (the network weights: what recording with an expert needs),
+        `COMPONENT_LEARNER` / `COMPONENT_LEARNER_GROUP` (weights, optimizer states and the
+        learner connector's fitted state), `COMPONENT_ENV_TO_MODULE_CONNECTOR` /
+        `COMPONENT_LEARNER_CONNECTOR` (the fitted connector state)."""
+        if component is None:
+            self.restore(path)
+        else:
+            checkpointing.restore_component(self, path, component)
 
     @classmethod
     def from_checkpoint(cls, path: str, config: AlgorithmConfig | None = None) -> Algorithm:
@@ -398,8 +437,12 @@ class Algorithm:
 
     def stop(self) -> None:
         """Ends the prefetch thread of streamed data (keeping its cursor: a later `save()`
-        or `train()` goes on from the last batch consumed) and closes the evaluation envs."""
+        or `train()` goes on from the last batch consumed), closes the evaluation envs and
+        ends recording (`EpisodeOutput.close`: the last file written, unless
+        `output_write_remaining_data=False`)."""
         self.data.stop()
+        for out in self._outputs.values():
+            out.close()
         if self._runner is not None:
             self._runner.close()
             self._runner = None

@@ -58,6 +58,54 @@ def restore(algo: Any, path: str) -> None:
     algo.history = list(meta.get("history", []))
 
 
+# RLlib's component names (`rljax_offline.constants`) -> the parts of the `TrainState` each
+# restores: the RL module is the networks (targets included, as RLlib's modules hold them);
+# the learner adds the optimizer states, step, RNG, statistics and the learner connector's
+# fitted state; the connectors are that fitted state (module-to-env pieces hold none).
+COMPONENT_FIELDS = {
+    "rl_module": ("params",),
+    "learner": ("params", "opt_states", "step", "rng", "connector_state", "extra"),
+    "learner_group": ("params", "opt_states", "step", "rng", "connector_state", "extra"),
+    "learner_connector": ("connector_state",),
+    "env_to_module_connector": ("connector_state",),
+    "env_runner": ("connector_state",),
+    "module_to_env_connector": (),
+}
+
+
+def component_of(component: str) -> str:
+    """RLlib's component path (`"learner_group/learner/rl_module/default_policy"`,
+    `"rl_module"`, ...) as the most specific component name it holds."""
+    parts = [p for p in str(component).split("/") if p]
+    for name in ("rl_module", "learner_connector", "env_to_module_connector",
+                 "module_to_env_connector", "env_runner", "learner", "learner_group"):
+        if name in parts:
+            return name
+    raise ValueError(f"restore_from_path: unknown component {component!r}; one of "
+                     f"{sorted(COMPONENT_FIELDS)} (rljax_offline.constants.COMPONENT_*)")
+
+
+def restore_component(algo: Any, path: str, component: str) -> None:
+    """RLlib's `restore_from_path(path, component=...)`: one part of a checkpoint of the same
+    algorithm into `algo` (see `COMPONENT_FIELDS`); the iteration, history and everything
+    else stay. `path` may name the component inside the checkpoint as RLlib's folders do
+    (`<checkpoint>/learner_group/learner/rl_module`): such a tail is dropped."""
+    name = component_of(component)
+    path = str(path).rstrip("/")
+    while path.rsplit("/", 1)[-1] in (*COMPONENT_FIELDS, "default_policy"):
+        path = path.rsplit("/", 1)[0]
+    meta = ckpt.load_meta(path)
+    saved = meta.get("algorithm", "bc")
+    if saved != algo.algo_name:
+        raise ValueError(f"checkpoint {path!r} holds a {saved!r} algorithm, not "
+                         f"{algo.algo_name!r}: restore_from_path loads a component of the "
+                         "same algorithm (a policy of another one starts training through "
+                         "init_policy_from / init_from)")
+    state = ckpt.load_state(path, algo.state)
+    algo.state = algo.dp.put_replicated(algo.state._replace(
+        **{field: getattr(state, field) for field in COMPONENT_FIELDS[name]}))
+
+
 def from_checkpoint(path: str, config: AlgorithmConfig | None = None) -> Any:
     """Rebuilds any registered algorithm from a checkpoint (its saved config unless one is
     given: needed when the run used custom connector pieces, which are code)."""

@@ -52,7 +52,7 @@ from rljax_offline.algorithms.options import (
     str_list,
 )
 from rljax_offline.errors import ConfigError
-from rljax_offline.models.policy import check_model_config
+from rljax_offline.models.model_config import DefaultModelConfig, check_model_config
 from rljax_offline.ope.methods import as_data, parse_methods
 from rljax_offline.runtime.setup import setup
 
@@ -149,6 +149,24 @@ class AlgorithmConfig:
         None, "offline_data", dict_or_none,
         "Ray Data iter_batches knobs: prefetch_batches and local_shuffle_buffer_size map to "
         "ours, the rest is ignored")
+    output: str | None = option(
+        None, "offline_data", optional(non_empty_str), "record every episode the env runners "
+        "sample (training and evaluation) as Parquet under this folder or URI, in RLlib's "
+        "layout <output>/<env>/run-<runner>-<write>/")
+    output_write_episodes: bool = option(True, "offline_data", boolean,
+                                         "episode rows (True) or tabular rows (False)")
+    output_max_rows_per_file: int | None = option(
+        None, "offline_data", optional(positive_int), "rows per written file (None: one file "
+        "until save() or stop())")
+    output_compress_columns: list | None = option(
+        None, "offline_data", optional(str_list), "tabular columns written LZ4-compressed")
+    output_write_remaining_data: bool = option(
+        True, "offline_data", boolean, "on stop(), write the episodes of a file not yet "
+        "full (RLlib's default False drops them; ours keeps every recorded episode)")
+    output_filesystem: Any = option(None, "offline_data", None,
+                                    "a pyarrow filesystem, or 's3', 'gcs', 'local'")
+    output_filesystem_kwargs: dict | None = option(None, "offline_data", dict_or_none,
+                                                   "kwargs for the output filesystem")
     sample_unit: str = option(
         "timesteps", "offline_data", one_of("timesteps", "episodes"),
         "what the on-device sampler draws, uniformly with replacement: timesteps (RLlib's "
@@ -230,6 +248,15 @@ class AlgorithmConfig:
         True, "env_runners", boolean, "put the default env-to-module pieces after the custom")
     episode_lookback_horizon: int = option(0, "env_runners", non_negative_int,
                                            "past steps env-to-module pieces read")
+    batch_mode: str = option(
+        "truncate_episodes", "env_runners", one_of("truncate_episodes", "complete_episodes"),
+        "online sampling: cut episodes at the sampled step count and continue them next "
+        "time (truncate_episodes), or sample whole episodes only (complete_episodes); "
+        "evaluation always runs whole episodes")
+    rollout_fragment_length: int | str = option(
+        "auto", "env_runners", either(one_of("auto"), positive_int),
+        "online sampling: env steps per env in one sampling round; an iteration samples "
+        "whole rounds ('auto': exactly the iteration's step count)")
     # debugging
     seed: int = option(0, "debugging", non_negative_int, "seed of init, sampling and envs")
 
@@ -250,7 +277,10 @@ class AlgorithmConfig:
         if unknown:
             raise ConfigError(f"{type(self).__name__}.{group}() got unknown key(s) {unknown}; "
                               f"valid: {sorted(valid)}")
-        if group == "rl_module" and isinstance(kwargs.get("model_config"), dict):
+        if group == "rl_module" and isinstance(kwargs.get("model_config"), DefaultModelConfig):
+            # RLlib's dataclass: a whole model config, its defaults for what it leaves out.
+            kwargs = {**kwargs, "model_config": kwargs["model_config"].to_dict()}
+        elif group == "rl_module" and isinstance(kwargs.get("model_config"), dict):
             kwargs = {**kwargs, "model_config": {**self.model_config, **kwargs["model_config"]}}
         fields = {f.name: f for f in self.options(group)}
         for k, v in kwargs.items():
@@ -308,7 +338,9 @@ class AlgorithmConfig:
         return self._update("checkpointing", kwargs)
 
     def rl_module(self, **kwargs) -> AlgorithmConfig:
-        """`model_config` (merged into the current one): RLlib's model-config keys."""
+        """`model_config`: a dict of RLlib's model-config keys (merged into the current one),
+        or RLlib's `DefaultModelConfig` (the whole config, RLlib's defaults for the rest;
+        `models.model_config`)."""
         return self._update("rl_module", kwargs)
 
     def env_runners(self, **kwargs) -> AlgorithmConfig:
@@ -356,6 +388,10 @@ class AlgorithmConfig:
             check_model_config(self.model_config or {})
         except ValueError as e:
             raise ConfigError(f"{type(self).__name__}: {e}") from None
+        if not self.trains_online and self.rollout_fragment_length != "auto":
+            raise ConfigError(f"{type(self).__name__}: rollout_fragment_length sets the steps "
+                              "an online algorithm samples per env and round; this one trains "
+                              "from offline data and evaluates whole episodes (leave 'auto')")
         if parse_methods(self.off_policy_estimation_methods) and self.streams_data:
             raise ConfigError(f"{type(self).__name__}: off_policy_estimation_methods hold "
                               "ope_split episodes out of materialized data; set "
@@ -408,7 +444,8 @@ class AlgorithmConfig:
         out = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if callable(v) or (f.name == "input_filesystem" and v is not None):
+            if callable(v) or (f.name in ("input_filesystem", "output_filesystem")
+                               and v is not None and not isinstance(v, str)):
                 v = _code(v)
             elif isinstance(v, Sequence) and not isinstance(v, str):
                 v = list(v)

@@ -11,6 +11,10 @@ are computed inside the jitted update, every step, with the current value networ
 the learner pipeline only adds what does not depend on the networks (`returns_to_go`,
 `bootstrap_discount`, `bootstrap_obs`).
 
+With `vf_share_layers=True` in `model_config` the value function is a linear head on the
+policy's encoder (`models.actor_critic.critic`), as in RLlib; the policy network is the same
+either way, so BC (`beta=0`, no value head) takes any model config a MARWIL or PPO run used.
+
 Loss (one optimizer over policy and value, RLlib's `default_optimizer`):
 `policy_loss + vf_coeff * vf_loss`, with `policy_loss = -w * logp(a|s)` and
 `vf_loss = 0.5 * (V(s) - value_target)**2`.
@@ -49,7 +53,8 @@ from rljax_offline.learning.spec import (
     LearningSpec,
     Loss,
 )
-from rljax_offline.models.networks import Network, value_network
+from rljax_offline.models.actor_critic import critic
+from rljax_offline.models.networks import Network
 from rljax_offline.models.policy import make_policy
 from rljax_offline.models.recurrent import step_rows
 
@@ -167,7 +172,7 @@ class MARWILConfig(AlgorithmConfig):
                             dist=policy.dist, policy=policy)
         if self.beta == 0.0:
             return _bc_spec(policy, optimizer, acting, self.bc_logstd_coeff)
-        value = value_network(obs_spec, self.model_config)
+        value = critic(obs_spec, self.model_config)
         recurrent = policy.is_stateful
         beta, rate, vf_coeff = self.beta, self.moving_average_sqd_adv_norm_update_rate, \
             self.vf_coeff
@@ -178,12 +183,12 @@ class MARWILConfig(AlgorithmConfig):
             return {"policy": policy.init(k1), "value": value.init(k2)}
 
         def values(params, batch):
-            return value.head(params["value"], value.steps(params["value"], batch)[0])
+            return value.head(params, value.steps(params, batch)[0])
 
         def prepare(params, extra, batch, rng, axis):
             mask = step_rows(batch, "loss_mask")
             targets = step_rows(batch, "returns_to_go") + step_rows(
-                batch, "bootstrap_discount") * bootstrap_values(value, params["value"], batch)
+                batch, "bootstrap_discount") * bootstrap_values(value, params, batch)
             adv = targets - values(params, batch)
             norm = extra["moving_avg_sqd_adv_norm"]
             norm = norm + rate * (axis.mean(adv**2, mask) - norm)

@@ -35,8 +35,12 @@ class OnlineAlgorithm(Algorithm):
         return self._synced(self._sampling_actor)
 
     def sample_steps(self, num_steps: int, lookback: int = 0):
-        """`num_steps` env steps (at most one more per env) with the exploring policy:
-        `(episode chunks, [(return, length)] of the episodes that finished)`; the envs are
+        """`num_steps` env steps with the exploring policy, as the env-runner options say:
+        `rollout_fragment_length` rounds the count up to whole rounds of that many steps per
+        env; `batch_mode="truncate_episodes"` cuts episodes there (at most one step more per
+        env) and continues them next call, `"complete_episodes"` samples whole episodes
+        only. Returns `(episode chunks, [(return, length)] of the episodes that finished)`;
+        with `offline_data(output=...)` the finished episodes are recorded. The envs are
         made on the first call and kept."""
         c = self.config
         actor = self._explorer()
@@ -45,7 +49,15 @@ class OnlineAlgorithm(Algorithm):
                                       seed=stream_seed(c.seed, SAMPLING, self.iteration),
                                       env_config=c.env_config)
         self._sampler.policy = actor
-        return self._sampler.sample_continuing(num_steps, lookback)
+        if c.rollout_fragment_length != "auto":
+            round_steps = c.rollout_fragment_length * c.num_envs_per_env_runner
+            num_steps = -(-num_steps // round_steps) * round_steps
+        if c.batch_mode == "complete_episodes":
+            chunks, finished = self._sampler.sample_complete(num_steps)
+        else:
+            chunks, finished = self._sampler.sample_continuing(num_steps, lookback)
+        self.record("sampled", chunks)
+        return chunks, finished
 
     def load_data(self) -> None:
         """Online: there is nothing to read."""

@@ -35,6 +35,18 @@ def _short(result: dict) -> dict:
     return row
 
 
+def result_value(result: dict, metric: str):
+    """The value of a result at RLlib's slash-separated metric path (Tune's stop keys, e.g.
+    `"evaluation/env_runners/episode_return_mean"`); None where the result has none (an
+    iteration without an evaluation)."""
+    value = result
+    for key in metric.split("/"):
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
 def check_finite(result: dict) -> None:
     """Raises `TrainingDivergedError` when any learner metric of `result` is NaN or inf
     (losses are named first: they say more than a gradient norm)."""

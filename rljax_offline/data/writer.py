@@ -204,8 +204,9 @@ class EpisodeWriter:
             self._closed = True
         return list(self._files)
 
-    def abort(self, exc: BaseException | None = None) -> None:
-        """Drops the unfinished file (its temp file is removed); finished files stay."""
+    def abort(self, exc: BaseException | None = None) -> list[str]:
+        """Drops the unfinished file (its temp file is removed); finished files stay and are
+        returned."""
         if self._ctx is not None:
             try:
                 self._pq_writer.close()
@@ -214,6 +215,7 @@ class EpisodeWriter:
                 self._ctx.__exit__(type(err), err, None)
         self._pq_writer = self._ctx = None
         self._closed = True
+        return list(self._files)
 
     def __enter__(self) -> EpisodeWriter:
         return self

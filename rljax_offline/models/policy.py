@@ -53,20 +53,12 @@ from rljax_offline.models.encoders import (
     encode_observations,
     head_init,
 )
-from rljax_offline.models.initializers import MODEL_CONFIG_DEFAULTS as INITIALIZER_DEFAULTS
 from rljax_offline.models.initializers import LayerInits, layer_inits
+from rljax_offline.models.model_config import (  # noqa: F401 - re-exported: callers' name
+    MODEL_CONFIG_DEFAULTS,
+    check_model_config,
+)
 from rljax_offline.models.module import Module, policy_module
-
-# RLlib's model-config keys this package understands, with their defaults. `make_policy` and
-# the configs' `rl_module(model_config=...)` validate against this one table.
-MODEL_CONFIG_DEFAULTS: dict = {
-    "fcnet_hiddens": [256, 256], "fcnet_activation": "relu",
-    "conv_filters": None,  # None: RLlib's default for the image size (models/cnn.py)
-    "conv_activation": "relu",
-    "use_lstm": False, "use_gru": False, "lstm_cell_size": 256, "max_seq_len": 20,
-    "lstm_use_prev_action": False, "lstm_use_prev_reward": False,
-    **INITIALIZER_DEFAULTS,  # fcnet_/head_fcnet_ kernel and bias initializers (+ _kwargs)
-}
 
 
 class MLP(nn.Module):
@@ -130,18 +122,6 @@ def clip_to_bounds(act_spec: Any, actions: jax.Array) -> jax.Array:
     low = np.asarray(act_spec.low, np.float32).reshape(act_spec.shape)
     high = np.asarray(act_spec.high, np.float32).reshape(act_spec.shape)
     return jnp.clip(actions.reshape(actions.shape[0], *act_spec.shape), low, high)
-
-
-def check_model_config(model_config: dict) -> dict:
-    """`model_config` completed with the defaults; unknown keys and initializers are a named
-    error."""
-    unknown = set(model_config) - set(MODEL_CONFIG_DEFAULTS)
-    if unknown:
-        raise ValueError(f"unknown model_config keys {sorted(unknown)}; supported: "
-                         f"{sorted(MODEL_CONFIG_DEFAULTS)}")
-    full = {**MODEL_CONFIG_DEFAULTS, **model_config}
-    layer_inits(full)
-    return full
 
 
 def make_policy(obs_spec: Any, act_spec: Any, fcnet_hiddens: Sequence[int] = (256, 256),

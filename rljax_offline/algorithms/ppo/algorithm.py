@@ -92,7 +92,8 @@ class PPO(OnlineAlgorithm):
                                        apply=jax.jit(warm.apply), columns=spec.data.columns)
         dp = DataParallel(spec.learning, self.devices, _WARMUP_BATCH, mode=c.update_mode)
         state = init_state(spec.learning, c.seed)
-        state = state._replace(params={"value": jax.device_get(self.state.params["value"])})
+        current = jax.device_get(self.state.params)
+        state = state._replace(params={"policy": current["policy"], "value": current["value"]})
         state, metrics = dp.scan_on_device(c.value_warmup_updates)(
             dp.put_replicated(state), dp.put_replicated(cols))
         params = {**jax.device_get(self.state.params),

@@ -1,6 +1,8 @@
 """PPO (Schulman et al. 2017, "Proximal Policy Optimization Algorithms"), as RLlib has it.
 
-The learner: a policy and a separate value network (RLlib's default `vf_share_layers=False`),
+The learner: a policy and a value network (`model_config`'s `vf_share_layers`: False, our
+dict default, gives each its own encoder; True, RLlib's `DefaultModelConfig` default, puts a
+linear value head on the policy's encoder, trained by both losses: `models.actor_critic`),
 one optimizer over both (`default_optimizer`) and, per example,
 
     -min(r * A, clip(r, 1 - clip_param, 1 + clip_param) * A)
@@ -71,9 +73,10 @@ from rljax_offline.models.actor_critic import (
     ACTOR,
     CRITIC,
     actor_critic_module,
+    critic,
     init_policy_and_value,
 )
-from rljax_offline.models.networks import Network, value_network
+from rljax_offline.models.networks import Network
 from rljax_offline.models.policy import MODEL_CONFIG_DEFAULTS, is_recurrent, make_policy
 from rljax_offline.models.recurrent import step_rows
 
@@ -97,10 +100,12 @@ def _advantages(rewards, values, next_values, ends, mask, gamma: float, lambda_:
 
 
 def _value_params(ctx):
+    """The params `V` reads (the whole params: a shared-layers value head reads the
+    policy's trunk too)."""
     if ctx.params is None or "value" not in ctx.params:
         raise ValueError("general_advantage_estimation reads the value network from the "
                          "context: run the pipeline with Context(params=...)")
-    return ctx.params["value"]
+    return ctx.params
 
 
 def _gae_columns(adv, values, mask, shape) -> dict:
@@ -111,7 +116,8 @@ def _gae_columns(adv, values, mask, shape) -> dict:
 
 def general_advantage_estimation(gamma: float, lambda_: float, value: Network) -> Connector:
     """Learner piece: `advantages` (GAE(gamma, lambda_)) and `value_targets` (advantages +
-    V(s)) per step, from `V` of the value network in `ctx.params["value"]`. The value after
+    V(s)) per step, from `V` of `value` (`models.actor_critic.critic`, which reads the whole
+    `ctx.params`). The value after
     an episode's last step is `V(new_obs)` unless the episode terminated (a truncated or cut
     episode bootstraps). Advantages are not standardized here: that is over the whole train
     batch (see `standardize`)."""
@@ -252,7 +258,7 @@ class PPOConfig(AlgorithmConfig):
         loss unrolls both networks from the sequences' recorded `state_in`."""
         self.check_spaces(obs_spec, act_spec)
         policy = make_policy(obs_spec, act_spec, **self.model_config)
-        value = value_network(obs_spec, self.model_config)
+        value = critic(obs_spec, self.model_config)
         module = actor_critic_module(policy, value) if policy.is_stateful else None
         optimizer = make_optimizer(self.lr, self.grad_clip)
         clip, vf_clip = self.clip_param, self.vf_clip_param
@@ -273,9 +279,8 @@ class PPOConfig(AlgorithmConfig):
             ratio = jnp.exp(log_ratio)
             adv = step_rows(batch, "advantages")
             surrogate = jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - clip, 1 + clip) * adv)
-            features, _ = value.steps(params["value"], batch,
-                                      state_in=_network_state(batch, CRITIC))
-            vf = value.head(params["value"], features)
+            features, _ = value.steps(params, batch, state_in=_network_state(batch, CRITIC))
+            vf = value.head(params, features)
             vf_loss = jnp.minimum((vf - step_rows(batch, "value_targets")) ** 2, vf_clip)
             entropy = policy.dist.entropy(inputs)
             kl = (ratio - 1.0) - log_ratio
@@ -305,18 +310,20 @@ class PPOConfig(AlgorithmConfig):
     def value_warmup_spec(self, obs_spec) -> AlgorithmSpec:
         """The value network alone, regressing the offline data's discounted returns
         (MARWIL's targets: `returns_to_go + bootstrap_discount * V(bootstrap_obs)`): run
-        before fine-tuning so PPO's first advantages are not against an untrained V."""
+        before fine-tuning so PPO's first advantages are not against an untrained V. Its
+        params are `{"policy", "value"}` and only `value` is optimized: with shared layers
+        the head fits on the cloned policy's frozen trunk, so the policy starts unchanged."""
         if is_recurrent(self.model_config or {}):
             raise ConfigError(f"{type(self).__name__}: the value warm-up fits a feed-forward "
                               "value network; for a recurrent policy set "
                               "value_warmup_updates=0")
-        value = value_network(obs_spec, self.model_config)
+        value = critic(obs_spec, self.model_config)
 
         def loss(params, batch, rng, axis):
-            boot = value.apply(params["value"], batch["bootstrap_obs"])
+            boot = value.apply(params, batch["bootstrap_obs"])
             target = jax.lax.stop_gradient(batch["returns_to_go"]
                                            + batch["bootstrap_discount"] * boot)
-            vf_loss = 0.5 * (value.apply(params["value"], batch["obs"]) - target) ** 2
+            vf_loss = 0.5 * (value.apply(params, batch["obs"]) - target) ** 2
             return vf_loss, {"vf_loss": vf_loss}
 
         learning = LearningSpec(init=lambda rng: {"value": value.init(rng)},

@@ -34,12 +34,10 @@ import jax
 import numpy as np
 from flax import serialization
 
-from rljax_offline.algorithms import checkpointing
 from rljax_offline.algorithms.algorithm import MODULE_ID
 from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.algorithms.fine_tuning import check_same_shapes, load_start
 from rljax_offline.algorithms.online import OnlineAlgorithm
-from rljax_offline.data import EpisodeWriter
 from rljax_offline.data.replay import ReplayState, make_replay_buffer
 from rljax_offline.errors import PolicyMismatchError
 from rljax_offline.learning import checkpoint as ckpt
@@ -54,7 +52,6 @@ class SAC(OnlineAlgorithm):
 
     _buffer_state = None
     _scan = None
-    _writer = None
     rows_added = 0
     started_from: str | None = None
 
@@ -70,7 +67,6 @@ class SAC(OnlineAlgorithm):
         # A rollout takes at least the steps asked for, at most one more per env.
         self._rows_per_add = config.min_sample_timesteps_per_iteration + (
             config.num_envs_per_env_runner)
-        self._open_chunks: dict = {}
 
     # ------------------------------------------------------------------ offline-to-online
 
@@ -108,28 +104,6 @@ class SAC(OnlineAlgorithm):
         """One iteration's rollouts: `(episode chunks, [(return, length)] finished)`."""
         return self.sample_steps(self.config.min_sample_timesteps_per_iteration)
 
-    def _write_output(self, chunks) -> None:
-        """Every finished episode (its chunks joined) to `offline_data(output=...)`."""
-        c = self.config
-        if c.output is None:
-            return
-        if self._writer is None:
-            self._writer = EpisodeWriter(c.output, output_write_episodes=c.output_write_episodes,
-                                         output_max_rows_per_file=c.output_max_rows_per_file)
-        for chunk in chunks:
-            before = self._open_chunks.pop(chunk.id_, None)
-            whole = chunk if before is None else before.concat_episode(chunk)
-            if whole.is_done:
-                self._writer.write(whole)
-            else:
-                self._open_chunks[chunk.id_] = whole
-
-    def _close_output(self) -> list[str]:
-        """Finishes the output file (the next episodes go to a new one); the files written."""
-        files = self._writer.close() if self._writer is not None else []
-        self._writer = None
-        return files
-
     # ------------------------------------------------------------------ training
 
     def _add_rows(self, cols: dict, count: int) -> None:
@@ -151,7 +125,6 @@ class SAC(OnlineAlgorithm):
         chunks, finished = self.sample()
         sample_s = time.perf_counter() - t0
         steps = sum(len(ep) for ep in chunks)
-        self._write_output(chunks)
         cols, cstate, _ = self.data.columns(chunks, jax.device_get(self.state.connector_state),
                                             fit=True)
         self.state = self.state._replace(connector_state=self.dp.put_replicated(cstate))
@@ -176,18 +149,15 @@ class SAC(OnlineAlgorithm):
 
     # ------------------------------------------------------------------ checkpoints
 
-    def save(self, path: str) -> str:
-        """A checkpoint, with the replay buffer when `store_buffer_in_checkpoints`; the
-        output file written so far is finished too, so the episodes sampled up to here are
-        on disk."""
-        self._close_output()
+    def checkpoint_files(self) -> dict[str, bytes]:
+        """The replay buffer, when `store_buffer_in_checkpoints`."""
         files = {}
         if self.config.store_buffer_in_checkpoints and self._buffer_state is not None:
             files[BUFFER_FILE] = serialization.msgpack_serialize(
                 {"rows_added": self.rows_added, "rows_per_add": self._rows_per_add,
                  "buffer": jax.device_get({f.name: getattr(self._buffer_state, f.name)
                                            for f in dataclasses.fields(ReplayState)})})
-        return checkpointing.save(self, path, files)
+        return files
 
     def restore(self, path: str) -> None:
         super().restore(path)
@@ -198,9 +168,3 @@ class SAC(OnlineAlgorithm):
             self._buffer_state = self.dp.put_replicated(ReplayState(**saved["buffer"]))
             self.rows_added, self._rows_per_add = (int(saved["rows_added"]),
                                                    int(saved["rows_per_add"]))
-
-    def stop(self) -> None:
-        """Closes the envs and finishes the output file (unfinished episodes are not
-        written)."""
-        super().stop()
-        self._close_output()

@@ -152,13 +152,6 @@ class SACConfig(AlgorithmConfig):
                                           "vectorised envs sampled together")
     min_sample_timesteps_per_iteration: int = option(
         100, "reporting", positive_int, "env steps one train() samples")
-    output: str | None = option(None, "offline_data", None,
-                                "write every sampled episode as Parquet under this folder")
-    output_write_episodes: bool = option(True, "offline_data", boolean,
-                                         "episode rows (True) or tabular rows (False)")
-    output_max_rows_per_file: int | None = option(
-        None, "offline_data", optional(positive_int), "rows per written file (None: one file "
-        "until save() or stop())")
     evaluation_interval: int = option(0, "evaluation", non_negative_int,
                                       "evaluate every N iterations (0: never; the sampling "
                                       "episodes are reported under env_runners)")
@@ -173,10 +166,10 @@ class SACConfig(AlgorithmConfig):
                               f"(got lr={self.lr!r})")
         if is_recurrent(self.model_config or {}):
             raise ConfigError(f"{name} has no recurrent form: drop use_lstm / use_gru")
-        for key in ("init_from", "output"):
-            v = getattr(self, key)
-            if v is not None and not (isinstance(v, str) and v):
-                raise ConfigError(f"{name}: {key} must be None or a path, got {v!r}")
+        if self.init_from is not None and not (isinstance(self.init_from, str)
+                                               and self.init_from):
+            raise ConfigError(f"{name}: init_from must be None or a path, got "
+                              f"{self.init_from!r}")
 
     def check_spaces(self, obs_spec, act_spec) -> None:
         super().check_spaces(obs_spec, act_spec)
