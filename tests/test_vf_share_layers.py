@@ -20,6 +20,7 @@ from rljax_offline import (
 from rljax_offline import spaces as sp
 from rljax_offline.models.actor_critic import critic
 from rljax_offline.models.policy import make_policy
+from rljax_offline.ope import estimate
 
 SHARED = DefaultModelConfig(fcnet_hiddens=[32], fcnet_activation="linear",
                             vf_share_layers=True)
@@ -160,6 +161,8 @@ def test_shared_ppo_clones_into_bc_and_bc_starts_shared_ppo(shared_ppo, tmp_path
     bc.save(str(tmp_path / "bc"))
     bc_policy = jax.device_get(bc.state.params["policy"])
     bc.stop()
+    wis = estimate(str(tmp_path / "bc"), data, ["wis"])["wis"]  # OPE of the clone
+    assert wis["num_episodes"] == 10 and np.isfinite(wis["v_behavior"])
     ppo = PPOConfig().environment("CartPole-v1").training(
         init_policy_from=str(tmp_path / "bc"), value_warmup_updates=50).build()
     assert ppo.config.model_config["vf_share_layers"] is True
