@@ -1,0 +1,123 @@
+"""Several modules learned in one compiled update: RLlib's `MultiRLModule`, without its
+Python loop over modules.
+
+Modules are grouped by their `LearningSpec`: every module of a group has the same networks
+and shapes (agents with the same spaces and config that do not share parameters), and the
+group's state is one `TrainState` with a leading module axis, stepped by the single-module
+update (`learning.update.make_update`) under `jax.vmap`. Groups of different specs
+(heterogeneous agents: other spaces, other algorithms) are stepped one after the other inside
+the same program. Parameter sharing is not a group of several modules but one module whose
+batch holds the rows of every agent mapped to it.
+
+`policies_to_train` is honoured per module: a module left out keeps its params, optimizer
+state and statistics exactly (its update is computed with the group's and discarded by a
+select, so the program is the same whichever modules train).
+
+The update is algorithm-agnostic: every registered algorithm's `LearningSpec` trains per module
+without multi-agent code of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rljax_offline.learning.init import init_state
+from rljax_offline.learning.spec import LearningSpec, TrainState
+from rljax_offline.learning.update import AXIS, make_update
+
+
+class ModuleGroup(NamedTuple):
+    """Modules that share a `LearningSpec` but not parameters (see the module docstring)."""
+
+    learning: LearningSpec
+    module_ids: tuple[str, ...]
+
+
+def group_modules(specs: Mapping[str, LearningSpec]) -> dict[str, ModuleGroup]:
+    """`{module_id: LearningSpec}` -> groups of the modules built from one spec object (the
+    caller builds one spec per distinct spaces and config), named by their first module."""
+    groups: dict[int, list[str]] = {}
+    for module_id, spec in specs.items():
+        groups.setdefault(id(spec), []).append(module_id)
+    return {ids[0]: ModuleGroup(specs[ids[0]], tuple(ids)) for ids in groups.values()}
+
+
+def init_multi_state(groups: Mapping[str, ModuleGroup], seed: int = 0
+                     ) -> dict[str, TrainState]:
+    """Each group's `TrainState`, its modules stacked on a leading axis; module `i` of a
+    group is `init_state(learning, seed + i)` of a seed of its own (`seed`, `seed + 1`, ...
+    over all modules in order), so no two modules start from the same draw."""
+    states, offset = {}, 0
+    for name, group in groups.items():
+        per_module = [init_state(group.learning, seed + offset + i)
+                      for i in range(len(group.module_ids))]
+        offset += len(group.module_ids)
+        states[name] = jax.tree_util.tree_map(lambda *xs: np.stack(xs), *per_module)
+    return states
+
+
+def unstack(groups: Mapping[str, ModuleGroup], states: Mapping[str, Any]) -> dict[str, Any]:
+    """`{module_id: that module's slice}` of per-group stacked trees (states or metrics)."""
+    return {module_id: jax.tree_util.tree_map(lambda x, i=i: x[i], states[name])
+            for name, group in groups.items() for i, module_id in enumerate(group.module_ids)}
+
+
+def check_policies_to_train(groups: Mapping[str, ModuleGroup],
+                            policies_to_train: Collection[str] | None) -> frozenset[str]:
+    """The modules that train (all where None); naming none, or an unknown one, is a named
+    error."""
+    known = {m for g in groups.values() for m in g.module_ids}
+    if policies_to_train is None:
+        return frozenset(known)
+    chosen = frozenset(policies_to_train)
+    unknown = sorted(chosen - known)
+    if unknown:
+        raise ValueError(f"policies_to_train names modules {unknown} that do not exist; "
+                         f"modules: {sorted(known)}")
+    if not chosen:
+        raise ValueError(f"policies_to_train names no module; modules: {sorted(known)}")
+    return chosen
+
+
+def make_multi_update(groups: Mapping[str, ModuleGroup],
+                      policies_to_train: Collection[str] | None = None, *,
+                      axis_name: str | None = AXIS, grads_summed: bool = True
+                      ) -> Callable[..., tuple[dict, dict]]:
+    """The per-device update of every module: `(states, batches, example_keys=None) ->
+    (states, metrics)`, where `states` and `batches` map group names to a stacked
+    `TrainState` and a batch whose leaves are `[num_modules, rows, ...]` (each module its own
+    rows; `example_keys` likewise `{group: [num_modules, rows, 2]}` or None), and `metrics`
+    maps each module id to its metrics. Axis arguments as `make_update`'s."""
+    trained = check_policies_to_train(groups, policies_to_train)
+    plans = {}
+    for name, group in groups.items():
+        mask = np.array([m in trained for m in group.module_ids])
+        update = make_update(group.learning, axis_name=axis_name, grads_summed=grads_summed)
+        plans[name] = (group, mask, update)
+
+    def multi_update(states: dict, batches: dict, example_keys: dict | None = None):
+        new_states, metrics = {}, {}
+        for name, (group, mask, update) in plans.items():
+            if not mask.any():  # nothing of this group trains: not even computed
+                new_states[name] = states[name]
+                continue
+            keys = None if example_keys is None else example_keys[name]
+            new, group_metrics = jax.vmap(update, in_axes=(0, 0, None if keys is None else 0))(
+                states[name], batches[name], keys)
+            if not mask.all():
+                new = jax.tree_util.tree_map(
+                    lambda n, o, m=mask: jnp.where(m.reshape(-1, *[1] * (n.ndim - 1)), n, o),
+                    new, states[name])
+            new_states[name] = new
+            for i, module_id in enumerate(group.module_ids):
+                if mask[i]:
+                    metrics[module_id] = jax.tree_util.tree_map(lambda x, i=i: x[i],
+                                                                group_metrics)
+        return new_states, metrics
+
+    return multi_update
