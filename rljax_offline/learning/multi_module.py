@@ -32,15 +32,27 @@ from rljax_offline.learning.update import AXIS, make_update
 
 
 class ModuleGroup(NamedTuple):
-    """Modules that share a `LearningSpec` but not parameters (see the module docstring)."""
+    """Modules that share a `LearningSpec` but not parameters (see the module docstring).
+
+    Attributes:
+        learning: the spec every module of the group is stepped with.
+        module_ids: the modules, in the order of the group state's leading axis.
+    """
 
     learning: LearningSpec
     module_ids: tuple[str, ...]
 
 
 def group_modules(specs: Mapping[str, LearningSpec]) -> dict[str, ModuleGroup]:
-    """`{module_id: LearningSpec}` -> groups of the modules built from one spec object (the
-    caller builds one spec per distinct spaces and config), named by their first module."""
+    """Groups the modules built from one spec object (the caller builds one spec per
+    distinct spaces and config).
+
+    Args:
+        specs: `{module_id: LearningSpec}`.
+
+    Returns:
+        `{group name: ModuleGroup}`, each group named by its first module.
+    """
     groups: dict[int, list[str]] = {}
     for module_id, spec in specs.items():
         groups.setdefault(id(spec), []).append(module_id)
@@ -49,9 +61,14 @@ def group_modules(specs: Mapping[str, LearningSpec]) -> dict[str, ModuleGroup]:
 
 def init_multi_state(groups: Mapping[str, ModuleGroup], seed: int = 0
                      ) -> dict[str, TrainState]:
-    """Each group's `TrainState`, its modules stacked on a leading axis; module `i` of a
-    group is `init_state(learning, seed + i)` of a seed of its own (`seed`, `seed + 1`, ...
-    over all modules in order), so no two modules start from the same draw."""
+    """Each group's `TrainState`, its modules stacked on a leading axis.
+
+    Args:
+        groups: from `group_modules`.
+        seed: the first module's seed; the others take `seed + 1`, `seed + 2`, ... over all
+            modules in order (module `i` overall is `init_state(learning, seed + i)`), so no
+            two modules start from the same draw.
+    """
     states, offset = {}, 0
     for name, group in groups.items():
         per_module = [init_state(group.learning, seed + offset + i)
@@ -62,15 +79,30 @@ def init_multi_state(groups: Mapping[str, ModuleGroup], seed: int = 0
 
 
 def unstack(groups: Mapping[str, ModuleGroup], states: Mapping[str, Any]) -> dict[str, Any]:
-    """`{module_id: that module's slice}` of per-group stacked trees (states or metrics)."""
+    """One tree per module from per-group stacked trees.
+
+    Args:
+        groups: from `group_modules`.
+        states: `{group name: tree with a leading module axis}` (states or metrics).
+
+    Returns:
+        `{module_id: that module's slice}`.
+    """
     return {module_id: jax.tree_util.tree_map(lambda x, i=i: x[i], states[name])
             for name, group in groups.items() for i, module_id in enumerate(group.module_ids)}
 
 
 def check_policies_to_train(groups: Mapping[str, ModuleGroup],
                             policies_to_train: Collection[str] | None) -> frozenset[str]:
-    """The modules that train (all where None); naming none, or an unknown one, is a named
-    error."""
+    """The modules that train.
+
+    Args:
+        groups: from `group_modules`.
+        policies_to_train: module ids (RLlib's name); None: every module.
+
+    Raises:
+        ValueError: naming modules that do not exist, or naming none.
+    """
     known = {m for g in groups.values() for m in g.module_ids}
     if policies_to_train is None:
         return frozenset(known)
@@ -88,11 +120,21 @@ def make_multi_update(groups: Mapping[str, ModuleGroup],
                       policies_to_train: Collection[str] | None = None, *,
                       axis_name: str | None = AXIS, grads_summed: bool = True
                       ) -> Callable[..., tuple[dict, dict]]:
-    """The per-device update of every module: `(states, batches, example_keys=None) ->
-    (states, metrics)`, where `states` and `batches` map group names to a stacked
-    `TrainState` and a batch whose leaves are `[num_modules, rows, ...]` (each module its own
-    rows; `example_keys` likewise `{group: [num_modules, rows, 2]}` or None), and `metrics`
-    maps each module id to its metrics. Axis arguments as `make_update`'s."""
+    """The per-device update of every module.
+
+    Args:
+        groups: from `group_modules`.
+        policies_to_train: the modules that train (None: all; `check_policies_to_train`).
+        axis_name: the device axis, as `make_update`'s (None: plain jit, one device).
+        grads_summed: whether AD already sums replicated gradients, as `make_update`'s.
+
+    Returns:
+        `(states, batches, example_keys=None) -> (states, metrics)`: `states` and `batches`
+        map group names to a stacked `TrainState` and a batch whose leaves are
+        `[num_modules, rows, ...]` (each module its own rows; `example_keys` likewise
+        `{group: [num_modules, rows, 2]}` or None); `metrics` maps each trained module id to
+        its metrics.
+    """
     trained = check_policies_to_train(groups, policies_to_train)
     plans = {}
     for name, group in groups.items():

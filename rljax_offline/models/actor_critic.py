@@ -42,9 +42,17 @@ def init_policy_and_value(policy: Module, value: Module):
 
 
 def critic(obs_spec: Any, model_config: dict | None) -> Module:
-    """`V(s)` of an actor-critic (see the module docstring): `init(rng)` makes
-    `params["value"]`; `apply`, `steps`, `head` (and a recurrent value network's `forward`)
-    take the whole params `{"policy": .., "value": ..}`."""
+    """`V(s)` of an actor-critic (see the module docstring).
+
+    Args:
+        obs_spec: the observation space (or its spec) the policy takes.
+        model_config: RLlib's model-config keys; `vf_share_layers` picks the layout.
+
+    Returns:
+        A `Module` whose `init(rng)` makes `params["value"]` and whose `apply`, `steps`,
+        `head` (and a recurrent value network's `forward`) take the whole params
+        `{"policy": .., "value": ..}`.
+    """
     cfg = check_model_config(dict(model_config or {}))
     if not cfg["vf_share_layers"]:
         return _on_part(value_network(obs_spec, cfg), "value")

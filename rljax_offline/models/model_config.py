@@ -49,9 +49,15 @@ FIXED_AT_DEFAULT: dict = {
 
 
 def check_model_config(model_config: dict) -> dict:
-    """`model_config` completed with the defaults; an unknown key, a fixed key away from its
-    default, or a bad initializer is a named error (`ValueError`, which configs turn into a
-    `ConfigError`)."""
+    """`model_config` completed with the defaults.
+
+    Args:
+        model_config: RLlib's model-config keys (a dict).
+
+    Raises:
+        ValueError: an unknown key, a fixed key away from its default, a bad initializer or
+            an unsupported combination (configs turn it into a `ConfigError`).
+    """
     known = set(MODEL_CONFIG_DEFAULTS) | set(FIXED_AT_DEFAULT)
     unknown = set(model_config) - known
     if unknown:
@@ -83,6 +89,42 @@ class DefaultModelConfig:
     """RLlib's `DefaultModelConfig` (2.60): its field names and defaults, accepted by every
     config's `rl_module(model_config=...)` as well as a dict. The defaults are RLlib's (tanh,
     `vf_share_layers=True`): a config built with it builds the module RLlib would.
+
+    Attributes:
+        fcnet_hiddens: units of the encoder's dense layers.
+        fcnet_activation: their activation ("tanh", "relu", "swish", "silu", "elu",
+            "linear").
+        fcnet_kernel_initializer: the hidden layers' kernel initializer (torch's `nn.init`
+            name, "torch_default", a flax initializer, or None: flax's draw).
+        fcnet_kernel_initializer_kwargs: its keyword arguments.
+        fcnet_bias_initializer: the hidden layers' bias initializer.
+        fcnet_bias_initializer_kwargs: its keyword arguments.
+        conv_filters: `[[channels, kernel, stride], ...]` of the CNN for image observations
+            (None: RLlib's default for the image size).
+        conv_activation: the CNN's activation.
+        conv_kernel_initializer: accepted at None only.
+        conv_kernel_initializer_kwargs: accepted at None only.
+        conv_bias_initializer: accepted at None only.
+        conv_bias_initializer_kwargs: accepted at None only.
+        head_fcnet_hiddens: accepted at `[]` only (the heads are one linear layer).
+        head_fcnet_activation: accepted at "relu" only.
+        head_fcnet_kernel_initializer: the output layers' kernel initializer.
+        head_fcnet_kernel_initializer_kwargs: its keyword arguments.
+        head_fcnet_bias_initializer: the output layers' bias initializer.
+        head_fcnet_bias_initializer_kwargs: its keyword arguments.
+        free_log_std: accepted at False only (the log-std is an output of the network).
+        log_std_clip_param: accepted at 20.0 only.
+        vf_share_layers: one encoder under the policy and a linear value head (True), or
+            separate policy and value networks (False).
+        use_lstm: an LSTM after the encoder.
+        max_seq_len: the learner's sequence length for recurrent modules.
+        lstm_cell_size: the LSTM's units.
+        lstm_use_prev_action: the previous action as an input.
+        lstm_use_prev_reward: the previous reward as an input.
+        lstm_kernel_initializer: accepted at None only.
+        lstm_kernel_initializer_kwargs: accepted at None only.
+        lstm_bias_initializer: accepted at None only.
+        lstm_bias_initializer_kwargs: accepted at None only.
 
     Example (RLlib's offline-data guide):
         >>> from rljax_offline import DefaultModelConfig, PPOConfig
