@@ -172,7 +172,3 @@ class DefaultModelConfig:
         return {k: v for k, v in values.items()
                 if k in MODEL_CONFIG_DEFAULTS or v != FIXED_AT_DEFAULT.get(k)}
 
-
-def as_model_config(value: Any) -> Any:
-    """A `DefaultModelConfig` as its dict; anything else unchanged (the config checks it)."""
-    return value.to_dict() if isinstance(value, DefaultModelConfig) else value
