@@ -370,3 +370,14 @@ class ActorPolicy:
         actions, extras, self._state = out
         # np.asarray per output: on CPU ~10x cheaper per call than one jax.device_get
         return np.asarray(actions), jax.tree_util.tree_map(np.asarray, extras)
+
+
+def actor_for(policy: Any, explore: bool = False) -> ActorPolicy:
+    """An `ActorPolicy` of a `learning.trained_policy.TrainedPolicy`: its acting module and
+    params between its env-to-module pipeline (with the state the learner fitted) and its
+    module-to-env pipeline, acting greedily unless `explore`. Each `EnvRunner` needs its
+    own (an actor holds its envs' windows)."""
+    return ActorPolicy(policy.module, policy.params, policy.spaces,
+                       policy.pipelines.env_to_module, policy.env_to_module_state(),
+                       policy.pipelines.module_to_env, lookback=policy.lookback,
+                       explore=explore)

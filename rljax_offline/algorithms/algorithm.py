@@ -34,7 +34,7 @@ import gymnasium as gym
 import jax
 import numpy as np
 
-from rljax_offline.acting.actor import ActorPolicy
+from rljax_offline.acting.actor import actor_for
 from rljax_offline.acting.env_runner import (
     EVALUATION,
     EnvRunner,
@@ -46,13 +46,12 @@ from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.offline_data import OfflineData
 from rljax_offline.connectors import Spaces
 from rljax_offline.data.device import DeviceData
-from rljax_offline.envs.make import make_env
-from rljax_offline.export import PolicyParts, export_policy
+from rljax_offline.export import export_policy, policy_parts
 from rljax_offline.learning.data_parallel import DataParallel, select_devices
 from rljax_offline.learning.init import start_init_state
-from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, TrainState
-from rljax_offline.models.module import Module, acting_module
-from rljax_offline.ope.evaluation import evaluate_algorithm
+from rljax_offline.learning.spec import AlgorithmSpec, TrainState
+from rljax_offline.learning.trained_policy import TrainedPolicy, env_spaces, make_policy
+from rljax_offline.ope.evaluation import evaluate_policy
 from rljax_offline.ope.methods import parse_methods
 from rljax_offline.runtime.background import Background
 from rljax_offline.runtime.setup import ProcessSetup
@@ -60,20 +59,6 @@ from rljax_offline.runtime.setup import ProcessSetup
 MODULE_ID = "default_policy"
 CHECKPOINT_FORMAT = checkpointing.CHECKPOINT_FORMAT
 STREAM_FILE = checkpointing.STREAM_FILE
-
-
-def _env_spaces(config: AlgorithmConfig) -> tuple[gym.Space, gym.Space]:
-    env = make_env(config.env, config.env_config)
-    try:
-        return env.observation_space, env.action_space
-    finally:
-        env.close()
-
-
-def _acting_module(acting: ActingSpec) -> Module:
-    """The Module the actor and export run: the spec's `act` on all its params, and its
-    recurrent `policy` on `params[policy_network]`."""
-    return acting_module(acting.act, acting.dist, acting.policy, acting.policy_network)
 
 
 class Algorithm:
@@ -87,7 +72,7 @@ class Algorithm:
         process = process or ProcessSetup.current()
         self.multi_process = process.multi_process
         self.compilation_cache_dir = process.compilation_cache_dir
-        self._obs_space, self._act_space = _env_spaces(config)
+        self._obs_space, self._act_space = env_spaces(config)
         self.spaces = Spaces.of(self._obs_space, self._act_space)
         config.check_spaces(self.spaces.observation, self.spaces.action)
         self.spec: AlgorithmSpec
@@ -314,6 +299,13 @@ class Algorithm:
         return pipelines.env_to_module_state(self.pipelines, self.spaces,
                                              self.state.connector_state)
 
+    def policy(self) -> TrainedPolicy:
+        """The current trained policy (`learning.trained_policy`): the acting spec, host
+        copies of the params and the fitted connector state, and the pipelines; what the
+        actor, export, off-policy evaluation and fine-tuning consume."""
+        return make_policy(self.config, (self._obs_space, self._act_space), self.state.params,
+                           self.state.connector_state, (self.spec, self.pipelines))
+
     def actor(self, explore: bool | None = None):
         """An `ActorPolicy` with the current params and env-to-module state (for
         `EnvRunner`; compiled once per explore flag and kept)."""
@@ -325,9 +317,13 @@ class Algorithm:
     def _new_actor(self, explore: bool):
         """A new `ActorPolicy` of this algorithm's policy between its pipelines (each runner
         needs its own: an actor holds its envs' windows)."""
-        return ActorPolicy(_acting_module(self.spec.acting), None, self.spaces,
-                           self.env_to_module_connector, None, self.module_to_env_connector,
-                           lookback=self.config.episode_lookback_horizon, explore=explore)
+        return actor_for(self._policy_without_params(), explore)
+
+    def _policy_without_params(self) -> TrainedPolicy:
+        """`policy()` with no params and a fresh connector state (`_synced` sets both): an
+        actor built before the init program has run."""
+        return make_policy(self.config, (self._obs_space, self._act_space), None,
+                           self._initial_connector_state, (self.spec, self.pipelines))
 
     def _synced(self, actor):
         """`actor` with the current params and fitted env-to-module state."""
@@ -364,18 +360,15 @@ class Algorithm:
         `off_policy_estimation_methods`, on `episodes` (default: the `ope_split` episodes
         held out of training): `{name: {v_behavior, v_target, v_gain, ..., v_target_ci,
         ess}}`."""
-        return evaluate_algorithm(self, self.data.ope_episodes if episodes is None
-                                  else episodes,
-                                  parse_methods(self.config.off_policy_estimation_methods))
+        return evaluate_policy(self.policy(), self.data.ope_episodes if episodes is None
+                               else episodes,
+                               parse_methods(self.config.off_policy_estimation_methods))
 
     def export_policy(self, path: str, format: str = "stablehlo") -> str:
         """Writes one greedy acting step, pipelines inlined, as one graph, and its signature
         as `<path>.json` (`rljax_offline.export`): `act(obs)`, or for recurrent policies and
         pipelines that read past steps `step(inputs)` with the state and `t`."""
-        return export_policy(PolicyParts(
-            _acting_module(self.spec.acting), jax.device_get(self.state.params),
-            self.env_to_module_connector, self._e2m_state(), self.module_to_env_connector,
-            self.spaces, self.config.episode_lookback_horizon), path, format)
+        return export_policy(policy_parts(self.policy()), path, format)
 
     # ------------------------------------------------------------------ checkpoints
 
