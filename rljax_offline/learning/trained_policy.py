@@ -68,7 +68,7 @@ class TrainedPolicy(NamedTuple):
         """The Module the actor and export run: `act` on all the params, and a recurrent
         `policy` on `params[policy_network]`."""
         a = self.acting
-        return acting_module(a.act, a.dist, a.policy, a.policy_network)
+        return acting_module(a.act, a.dist, a.policy, a.policy_network, a.takes_key)
 
     @property
     def is_stateful(self) -> bool:

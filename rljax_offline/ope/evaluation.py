@@ -39,7 +39,8 @@ def policy_target(policy: Any, explore: bool = True) -> TargetPolicy:
     if acting is None or acting.is_stateful:
         raise OPEError(f"off-policy evaluation needs a feed-forward acting policy; "
                        f"{policy.algo_name}'s is recurrent or absent")
-    return from_acting(acting.act, acting.dist, policy.params, policy.spaces.action, explore)
+    return from_acting(acting.act, acting.dist, policy.params, policy.spaces.action, explore,
+                       takes_key=acting.takes_key, seed=policy.seed)
 
 
 @functools.lru_cache(maxsize=16)
