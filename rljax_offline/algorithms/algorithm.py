@@ -48,7 +48,7 @@ from rljax_offline.connectors import Spaces
 from rljax_offline.data.device import DeviceData
 from rljax_offline.export import export_policy, policy_parts
 from rljax_offline.learning.data_parallel import DataParallel, select_devices
-from rljax_offline.learning.init import start_init_state
+from rljax_offline.learning.learner import Learner
 from rljax_offline.learning.spec import AlgorithmSpec, TrainState
 from rljax_offline.learning.trained_policy import TrainedPolicy, env_spaces, make_policy
 from rljax_offline.ope.evaluation import evaluate_policy
@@ -80,17 +80,15 @@ class Algorithm:
         self.is_stateful = self.spec.acting.is_stateful
         self.devices = select_devices(config.num_devices)
         self.rows_per_update = self._rows_for(config.update_batch_size)
-        self.dp = DataParallel(self.spec.learning, self.devices, self.rows_per_update,
-                               mode=config.update_mode)
         self._initial_connector_state = self.learner_connector.init(self.spaces)
-        self._pending_state: Background | None = start_init_state(
-            self.spec.learning, config.seed, connector_state=self._initial_connector_state)
-        self._state: TrainState | None = None
+        # the train state and the data-parallel runtime (its init compiles meanwhile)
+        self.learner = Learner(self.spec.learning, self.devices, self.rows_per_update,
+                               mode=config.update_mode, seed=config.seed,
+                               connector_state=self._initial_connector_state)
         self.data = OfflineData(config, self.spaces, (self._obs_space, self._act_space),
                                 self.pipelines, self.dp, self.multi_process)
         self.iteration = 0
         self.history: list[dict] = []
-        self._scan = None
         self._restored = False
         self._actor = None
         self._acting_started = False
@@ -112,27 +110,23 @@ class Algorithm:
     @property
     def state(self) -> TrainState:
         """Every network, optimizer state, RNG and connector state (`TrainState`), replicated
-        on the devices. The first use waits for the init program that `build()` left
-        compiling in the background, and raises its error if it failed."""
-        if self._pending_state is not None:
-            state = self._pending_state.result()
-            self._state, self._pending_state = self.dp.put_replicated(state), None
-        return self._state
+        on the devices (owned by `learner`). The first use waits for the init program that
+        `build()` left compiling in the background, and raises its error if it failed."""
+        return self.learner.state
 
     @state.setter
     def state(self, state: TrainState) -> None:
-        if self._pending_state is not None:  # replaced unseen: its thread ends, unneeded
-            self._pending_state.wait()
-            self._pending_state = None
-        self._state = state
+        self.learner.state = state
+
+    @property
+    def dp(self) -> DataParallel:
+        """The data-parallel runtime (owned by `learner`)."""
+        return self.learner.dp
 
     @property
     def _connector_state(self) -> Any:
-        """The learner connector state, without waiting for a pending init program (its
-        state starts from the pipeline's fresh one)."""
-        if self._pending_state is not None:
-            return self._initial_connector_state
-        return self.state.connector_state
+        """The learner connector state, without waiting for a pending init program."""
+        return self.learner.connector_state
 
     @property
     def algo_name(self) -> str:
@@ -243,15 +237,11 @@ class Algorithm:
         """`n` updates on the materialized or streamed data, dispatched; their metrics (device
         arrays, ready when the updates are done)."""
         if self.data.device_data is not None:
-            if self._scan is None:
-                self._scan = self.dp.scan_on_device(n, self.config.sample_unit)
-            self.state, metrics = self._scan(self.state, self.data.device_data)
-        else:
-            self.state, metrics = self.dp.stream_updates(self.state, self.data.stream, n)
-            # Put from a host copy: a device_put can alias the prefetch thread's buffers,
-            # which the next update donates.
-            self.state = self.state._replace(connector_state=self.dp.put_replicated(
-                self.data.streamed_connector_state()))
+            return self.learner.step(n, self.data.device_data, self.config.sample_unit)
+        metrics = self.learner.step(n, self.data.stream)
+        # Put from a host copy: a device_put can alias the prefetch thread's buffers, which
+        # the next update donates.
+        self.learner.put_connector_state(self.data.streamed_connector_state())
         return metrics
 
     # ------------------------------------------------------------------ acting
