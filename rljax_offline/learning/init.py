@@ -69,7 +69,12 @@ def _init_parts(learning: LearningSpec, seed) -> tuple:
 def state_template(learning: LearningSpec, connector_state: Any = ()) -> TrainState:
     """A `TrainState` of zeros with the structure, shapes and dtypes `init_state` makes,
     without compiling or running anything (`jax.eval_shape`): what loading a checkpoint's
-    state needs to know."""
+    state needs to know.
+
+    Args:
+      learning: the algorithm's `LearningSpec`.
+      connector_state: the learner connector state the template carries.
+    """
     check_learning_spec(learning)
     shapes = jax.eval_shape(functools.partial(_init_parts, learning), np.int32(0))
     params, opt_states, rng, step, extra = jax.tree_util.tree_map(

@@ -34,8 +34,13 @@ from rljax_offline.learning.update import AXIS
 
 def init_seed_states(learning: LearningSpec, seeds: Sequence[int],
                      connector_state: Any = ()) -> TrainState:
-    """The `TrainState`s of `seeds`, stacked on a leading axis (one compiled program);
-    `connector_state` is shared and copied to every seed."""
+    """The `TrainState`s of `seeds`, stacked on a leading axis (one compiled program).
+
+    Args:
+      learning: the algorithm's `LearningSpec`.
+      seeds: one seed per run; seed `i`'s state equals `init_state(learning, seeds[i])`.
+      connector_state: the learner connector state, copied to every seed.
+    """
     check_learning_spec(learning)
     seeds = np.asarray(list(seeds), np.int32)
     if seeds.ndim != 1 or len(seeds) < 1:
@@ -51,14 +56,25 @@ def init_seed_states(learning: LearningSpec, seeds: Sequence[int],
 
 
 def seed_slice(state: Any, i: int) -> Any:
-    """Seed `i`'s state (or metrics) of a stacked tree."""
+    """Seed `i`'s state (or metrics) of a stacked tree.
+
+    Args:
+      state: a tree with a leading seed axis.
+      i: the seed's index.
+    """
     return jax.tree_util.tree_map(lambda x: x[i], state)
 
 
 def scan_over_seeds(dp: DataParallel, num_updates: int, sample_unit: str = "timesteps"):
     """`(states, data) -> (states, metrics)`: `DataParallel.scan_on_device` for every seed of
-    a stacked state in one program; metrics get the seed axis too. `data`: a `DeviceData`
-    (`dp.put_data`) shared by all seeds."""
+    a stacked state in one program; metrics get the seed axis too. The data (a `DeviceData`
+    from `dp.put_data`) is shared by all seeds.
+
+    Args:
+      dp: the data-parallel runtime (mode `shard_map` or `jit`).
+      num_updates: updates per call.
+      sample_unit: `DataParallel.dataset`'s unit ("timesteps" or "episodes").
+    """
     if dp.mode == "pmap":
         raise ValueError("seeds in one program run under shard_map or jit (mode='pmap' maps "
                          "the device axis itself)")

@@ -105,7 +105,11 @@ def _shared(target, spaces: Spaces, learner, learner_state: Any) -> Any:
 
 
 def env_spaces(config: Any) -> tuple:
-    """`(observation_space, action_space)` of the config's env (made and closed)."""
+    """`(observation_space, action_space)` of the config's env (made and closed).
+
+    Args:
+      config: an `AlgorithmConfig` (its `env` and `env_config`).
+    """
     env = make_env(config.env, config.env_config)
     try:
         return env.observation_space, env.action_space
@@ -116,7 +120,12 @@ def env_spaces(config: Any) -> tuple:
 def saved_config(path: str, meta: dict | None = None) -> Any:
     """The config a checkpoint was trained with, rebuilt from its `meta.json` by the config
     class the registry names; a named error when it held code (custom connector pieces,
-    readers, initializers), which the caller must pass again."""
+    readers, initializers), which the caller must pass again.
+
+    Args:
+      path: the checkpoint folder.
+      meta: its `meta.json` when already read.
+    """
     meta = ckpt.load_meta(path) if meta is None else meta
     saved = meta["config"]
     cls = registry.config_class(meta.get("algorithm", "bc"))
@@ -130,8 +139,15 @@ def saved_config(path: str, meta: dict | None = None) -> Any:
 
 def make_policy(config: Any, gym_spaces: tuple, params: dict, connector_state: Any,
                 parts: tuple | None = None) -> TrainedPolicy:
-    """A `TrainedPolicy` of `config` for the spaces, with these params and fitted state;
-    `parts`: the config's `(spec, pipelines)` when already built."""
+    """A `TrainedPolicy` of `config` for the spaces, with these params and fitted state.
+
+    Args:
+      config: the algorithm's config.
+      gym_spaces: `(observation_space, action_space)`, gymnasium spaces.
+      params: every network's params.
+      connector_state: the learner pipeline's fitted state.
+      parts: the config's `(spec, pipelines)` when already built (else built here).
+    """
     spaces = Spaces.of(*gym_spaces)
     spec, pipes = parts if parts is not None else config.policy_parts(spaces)
     return TrainedPolicy(config.algo_name, config, spaces, tuple(gym_spaces), spec.acting,
@@ -140,8 +156,12 @@ def make_policy(config: Any, gym_spaces: tuple, params: dict, connector_state: A
 
 def load_policy(path: str | os.PathLike, config: Any = None) -> TrainedPolicy:
     """The trained policy of the checkpoint at `path` (any registered algorithm, any
-    checkpoint format this version restores), without building the algorithm; `config`:
-    the run's config, needed when it held code (see `saved_config`)."""
+    checkpoint format this version restores), without building the algorithm.
+
+    Args:
+      path: the checkpoint folder.
+      config: the run's config, needed when it held code (see `saved_config`).
+    """
     path = os.fspath(path)
     meta = ckpt.load_meta(path)
     saved = meta.get("algorithm", "bc")
