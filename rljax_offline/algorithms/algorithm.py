@@ -35,12 +35,7 @@ import jax
 import numpy as np
 
 from rljax_offline.acting.actor import actor_for
-from rljax_offline.acting.env_runner import (
-    EVALUATION,
-    EnvRunner,
-    episode_stats,
-    stream_seed,
-)
+from rljax_offline.acting.evaluator import Evaluator
 from rljax_offline.algorithms import checkpointing, pipelines
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.offline_data import OfflineData
@@ -92,7 +87,8 @@ class Algorithm:
         self._restored = False
         self._actor = None
         self._acting_started = False
-        self._runner = None
+        self.evaluator = Evaluator(config.env, env_config=config.env_config,
+                                   max_envs=config.evaluation_num_envs, seed=config.seed)
         self.timers: dict[str, float] = {}
 
     @property
@@ -332,18 +328,7 @@ class Algorithm:
     def evaluate(self, num_episodes: int | None = None) -> dict:
         """Runs the policy in the env; RLlib's `env_runners` metrics."""
         n = num_episodes or self.config.evaluation_duration
-        actor = self.actor()
-        if self._runner is None:
-            self._runner = EnvRunner(self.config.env, actor,
-                                     num_envs=min(self.config.evaluation_num_envs, n),
-                                     seed=stream_seed(self.config.seed, EVALUATION),
-                                     env_config=self.config.env_config)
-        self._runner.policy = actor
-        self._runner.seed = stream_seed(self.config.seed, EVALUATION, self.iteration)
-        t0 = time.perf_counter()
-        stats = episode_stats(self._runner.sample(num_episodes=n))
-        stats["evaluation_time_s"] = time.perf_counter() - t0
-        return stats
+        return self.evaluator.evaluate(self.actor(), n, self.iteration)
 
     def estimate_off_policy(self, episodes: list | None = None) -> dict:
         """Off-policy estimates of the current policy (`rljax_offline.ope`), by the config's
@@ -383,6 +368,4 @@ class Algorithm:
         """Ends the prefetch thread of streamed data (keeping its cursor: a later `save()`
         or `train()` goes on from the last batch consumed) and closes the evaluation envs."""
         self.data.stop()
-        if self._runner is not None:
-            self._runner.close()
-            self._runner = None
+        self.evaluator.close()
