@@ -2,7 +2,7 @@
 built from the current params and its log-probabilities of the held-out rows, evaluation after
 evaluation of one run:
 
-* ours: `ope.evaluation.algorithm_target` (`ope.target.from_acting`: compiled functions that
+* ours: `ope.evaluation.policy_target` (`ope.target.from_acting`: compiled functions that
   take the params as an argument, shared by every evaluation of the run);
 * reference: the same log-probabilities from a function compiled with the params closed over,
   as `from_acting` did before: every new checkpoint is a new program to compile.
@@ -23,7 +23,7 @@ import numpy as np
 from _common import cartpole_recording
 
 from rljax_offline import BCConfig
-from rljax_offline.ope.evaluation import algorithm_target
+from rljax_offline.ope.evaluation import policy_target
 
 
 def closed_over_logp(algo, obs, actions):
@@ -47,7 +47,7 @@ def main():
     for _ in range(args.evaluations):
         algo.train()
         t = time.perf_counter()
-        logp_ours = algorithm_target(algo).logp(obs, actions)
+        logp_ours = policy_target(algo.policy()).logp(obs, actions)
         ours.append(time.perf_counter() - t)
         t = time.perf_counter()
         logp_ref = closed_over_logp(algo, obs, actions)

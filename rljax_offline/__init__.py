@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-from rljax_offline.algorithms import registry as _registry
+from rljax_offline import registry as _registry
 from rljax_offline.episode.batch import EpisodeBatch, EpisodeMeta, bucket_length
 from rljax_offline.episode.builder import EpisodeBuilder
 from rljax_offline.episode.episode import Episode, EpisodeError
@@ -25,7 +25,7 @@ _LAZY = {
     "AlgorithmConfig": "rljax_offline.algorithms.config",
     "ConfigError": "rljax_offline.errors",
     "DefaultModelConfig": "rljax_offline.models.model_config",
-    "register_algorithm": ("rljax_offline.algorithms.registry", "register"),
+    "register_algorithm": ("rljax_offline.registry", "register"),
     "run_training": "rljax_offline.apps.training_loop",
     # connectors
     "Connector": "rljax_offline.connectors.core",

@@ -101,6 +101,10 @@ def make_actor(policy, spaces: Spaces, env_to_module: Connector | None = None,
     # episode); with fixed ones normalizing the raw window again gives the same numbers, and
     # the window stays raw (what the export's inputs are).
     write_back = bool(update_env_to_module and env_to_module.writes_back and K)
+    # A policy that draws when it acts (`Module.takes_key`) reads a fresh key every step,
+    # greedy or not: the actor keeps an RNG for it as it does for exploring.
+    keyed = bool(getattr(policy, "takes_key", False))
+    with_rng = explore or keyed
 
     def blank(first_obs, rng) -> ActorState:
         """The state of `N` envs before their first observation: zeros of the right shapes,
@@ -120,7 +124,7 @@ def make_actor(policy, spaces: Spaces, env_to_module: Connector | None = None,
         return ActorState(obs, np.zeros((n, K, *act_shape), act_dtype) if K else None,
                           np.zeros((n, K), np.float32) if K else None, states,
                           np.zeros(n, np.int32) if K else None, np.zeros(n, np.int32),
-                          chosen, rng if explore else None, e2m_state)
+                          chosen, rng if with_rng else None, e2m_state)
 
     def init(first_obs, rng) -> ActorState:
         n = jax.tree_util.tree_leaves(first_obs)[0].shape[0]
@@ -143,7 +147,10 @@ def make_actor(policy, spaces: Spaces, env_to_module: Connector | None = None,
             action_space_spec=spaces.action)
 
     def select_action(params, state: ActorState):
-        rng, key = jax.random.split(state.rng) if explore else (state.rng, None)
+        rng, key = jax.random.split(state.rng) if with_rng else (state.rng, None)
+        act_key = None
+        if keyed:
+            key, act_key = jax.random.split(key)
         ctx = Context(rng=key, explore=explore, params=params, frozen=not update_env_to_module,
                       written_back=write_back)
         if write_back:
@@ -158,7 +165,8 @@ def make_actor(policy, spaces: Spaces, env_to_module: Connector | None = None,
             dist_inputs, extras["state_out"] = policy.forward(params, batch)
             dist_inputs = dist_inputs[:, 0]  # RLlib removes the single-step time rank
         else:
-            dist_inputs = policy.apply(params, batch["obs"])
+            dist_inputs = (policy.apply(params, act_key, batch["obs"]) if keyed
+                           else policy.apply(params, batch["obs"]))
         if module_to_env is None:
             actions = dist_inputs
         else:
@@ -220,7 +228,9 @@ def make_actor(policy, spaces: Spaces, env_to_module: Connector | None = None,
 
         As `observe` holds them: slots before an env's reset are zeros, and the state,
         previous action / reward and past observations given where `t == 0` are not read;
-        window slots that none of the inputs fill are zeros."""
+        window slots that none of the inputs fill are zeros. `rng`: the actor's key
+        (exploring actors; for a policy that takes a key, `PRNGKey(0)` when None: greedy
+        export's fixed key)."""
         n = jax.tree_util.tree_leaves(obs)[0].shape[0]
         t = jnp.zeros((n,), jnp.int32) if t is None else jnp.asarray(t, jnp.int32)
         zero_action = jnp.zeros((n, *act_shape), act_dtype)
@@ -230,7 +240,9 @@ def make_actor(policy, spaces: Spaces, env_to_module: Connector | None = None,
                 policy.initial_state())
         state = state if stateful else ()
         chosen = (zero_action, jax.tree_util.tree_map(jnp.zeros_like, state))
-        rng = rng if explore else None
+        if keyed and rng is None:  # greedy export: the policy's draws from a fixed key
+            rng = jax.random.PRNGKey(0)
+        rng = rng if with_rng else None
         if obs_lookback > K:
             raise ValueError(f"obs_lookback={obs_lookback} is more than the actor's window "
                              f"of {K} past steps")
@@ -370,3 +382,14 @@ class ActorPolicy:
         actions, extras, self._state = out
         # np.asarray per output: on CPU ~10x cheaper per call than one jax.device_get
         return np.asarray(actions), jax.tree_util.tree_map(np.asarray, extras)
+
+
+def actor_for(policy: Any, explore: bool = False) -> ActorPolicy:
+    """An `ActorPolicy` of a `learning.trained_policy.TrainedPolicy`: its acting module and
+    params between its env-to-module pipeline (with the state the learner fitted) and its
+    module-to-env pipeline, acting greedily unless `explore`. Each `EnvRunner` needs its
+    own (an actor holds its envs' windows)."""
+    return ActorPolicy(policy.module, policy.params, policy.spaces,
+                       policy.pipelines.env_to_module, policy.env_to_module_state(),
+                       policy.pipelines.module_to_env, lookback=policy.lookback,
+                       explore=explore)

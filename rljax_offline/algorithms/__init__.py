@@ -3,8 +3,8 @@ the registry from algorithm name to config class."""
 
 import importlib
 
-from rljax_offline.algorithms.registry import config_class, names, register
 from rljax_offline.errors import ConfigError
+from rljax_offline.registry import config_class, names, register
 
 __all__ = ["AlgorithmConfig", "ConfigError", "config_class", "names", "register"]
 

@@ -34,26 +34,20 @@ import gymnasium as gym
 import jax
 import numpy as np
 
-from rljax_offline.acting.actor import ActorPolicy
-from rljax_offline.acting.env_runner import (
-    EVALUATION,
-    EnvRunner,
-    episode_stats,
-    stream_seed,
-)
+from rljax_offline.acting.actor import actor_for
 from rljax_offline.acting.episode_output import EpisodeOutput
+from rljax_offline.acting.evaluator import Evaluator
 from rljax_offline.algorithms import checkpointing, pipelines
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.offline_data import OfflineData
 from rljax_offline.connectors import Spaces
 from rljax_offline.data.device import DeviceData
-from rljax_offline.envs.make import make_env
-from rljax_offline.export import PolicyParts, export_policy
+from rljax_offline.export import export_policy, policy_parts
 from rljax_offline.learning.data_parallel import DataParallel, select_devices
-from rljax_offline.learning.init import start_init_state
-from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, TrainState
-from rljax_offline.models.module import Module, acting_module
-from rljax_offline.ope.evaluation import evaluate_algorithm
+from rljax_offline.learning.learner import Learner
+from rljax_offline.learning.spec import AlgorithmSpec, TrainState
+from rljax_offline.learning.trained_policy import TrainedPolicy, env_spaces, make_policy
+from rljax_offline.ope.evaluation import evaluate_policy
 from rljax_offline.ope.methods import parse_methods
 from rljax_offline.runtime.background import Background
 from rljax_offline.runtime.setup import ProcessSetup
@@ -61,20 +55,6 @@ from rljax_offline.runtime.setup import ProcessSetup
 MODULE_ID = "default_policy"
 CHECKPOINT_FORMAT = checkpointing.CHECKPOINT_FORMAT
 STREAM_FILE = checkpointing.STREAM_FILE
-
-
-def _env_spaces(config: AlgorithmConfig) -> tuple[gym.Space, gym.Space]:
-    env = make_env(config.env, config.env_config)
-    try:
-        return env.observation_space, env.action_space
-    finally:
-        env.close()
-
-
-def _acting_module(acting: ActingSpec) -> Module:
-    """The Module the actor and export run: the spec's `act` on all its params, and its
-    recurrent `policy` on `params[policy_network]`."""
-    return acting_module(acting.act, acting.dist, acting.policy, acting.policy_network)
 
 
 class Algorithm:
@@ -88,7 +68,7 @@ class Algorithm:
         process = process or ProcessSetup.current()
         self.multi_process = process.multi_process
         self.compilation_cache_dir = process.compilation_cache_dir
-        self._obs_space, self._act_space = _env_spaces(config)
+        self._obs_space, self._act_space = env_spaces(config)
         self.spaces = Spaces.of(self._obs_space, self._act_space)
         config.check_spaces(self.spaces.observation, self.spaces.action)
         self.spec: AlgorithmSpec
@@ -96,22 +76,23 @@ class Algorithm:
         self.is_stateful = self.spec.acting.is_stateful
         self.devices = select_devices(config.num_devices)
         self.rows_per_update = self._rows_for(config.update_batch_size)
-        self.dp = DataParallel(self.spec.learning, self.devices, self.rows_per_update,
-                               mode=config.update_mode)
         self._initial_connector_state = self.learner_connector.init(self.spaces)
-        self._pending_state: Background | None = start_init_state(
-            self.spec.learning, config.seed, connector_state=self._initial_connector_state)
-        self._state: TrainState | None = None
+        # the train state and the data-parallel runtime (its init compiles meanwhile)
+        self.learner = Learner(self.spec.learning, self.devices, self.rows_per_update,
+                               mode=config.update_mode, seed=config.seed,
+                               connector_state=self._initial_connector_state)
         self.data = OfflineData(config, self.spaces, (self._obs_space, self._act_space),
                                 self.pipelines, self.dp, self.multi_process)
         self.iteration = 0
         self.history: list[dict] = []
-        self._scan = None
         self._restored = False
         self._actor = None
         self._acting_started = False
-        self._runner = None
         self._outputs: dict[str, EpisodeOutput] = {}
+        self.evaluator = Evaluator(config.env, env_config=config.env_config,
+                                   max_envs=config.evaluation_num_envs, seed=config.seed,
+                                   on_episodes=lambda episodes: self.record("evaluation",
+                                                                            episodes))
         self.timers: dict[str, float] = {}
 
     @property
@@ -129,27 +110,23 @@ class Algorithm:
     @property
     def state(self) -> TrainState:
         """Every network, optimizer state, RNG and connector state (`TrainState`), replicated
-        on the devices. The first use waits for the init program that `build()` left
-        compiling in the background, and raises its error if it failed."""
-        if self._pending_state is not None:
-            state = self._pending_state.result()
-            self._state, self._pending_state = self.dp.put_replicated(state), None
-        return self._state
+        on the devices (owned by `learner`). The first use waits for the init program that
+        `build()` left compiling in the background, and raises its error if it failed."""
+        return self.learner.state
 
     @state.setter
     def state(self, state: TrainState) -> None:
-        if self._pending_state is not None:  # replaced unseen: its thread ends, unneeded
-            self._pending_state.wait()
-            self._pending_state = None
-        self._state = state
+        self.learner.state = state
+
+    @property
+    def dp(self) -> DataParallel:
+        """The data-parallel runtime (owned by `learner`)."""
+        return self.learner.dp
 
     @property
     def _connector_state(self) -> Any:
-        """The learner connector state, without waiting for a pending init program (its
-        state starts from the pipeline's fresh one)."""
-        if self._pending_state is not None:
-            return self._initial_connector_state
-        return self.state.connector_state
+        """The learner connector state, without waiting for a pending init program."""
+        return self.learner.connector_state
 
     @property
     def algo_name(self) -> str:
@@ -260,15 +237,11 @@ class Algorithm:
         """`n` updates on the materialized or streamed data, dispatched; their metrics (device
         arrays, ready when the updates are done)."""
         if self.data.device_data is not None:
-            if self._scan is None:
-                self._scan = self.dp.scan_on_device(n, self.config.sample_unit)
-            self.state, metrics = self._scan(self.state, self.data.device_data)
-        else:
-            self.state, metrics = self.dp.stream_updates(self.state, self.data.stream, n)
-            # Put from a host copy: a device_put can alias the prefetch thread's buffers,
-            # which the next update donates.
-            self.state = self.state._replace(connector_state=self.dp.put_replicated(
-                self.data.streamed_connector_state()))
+            return self.learner.step(n, self.data.device_data, self.config.sample_unit)
+        metrics = self.learner.step(n, self.data.stream)
+        # Put from a host copy: a device_put can alias the prefetch thread's buffers, which
+        # the next update donates.
+        self.learner.put_connector_state(self.data.streamed_connector_state())
         return metrics
 
     # ------------------------------------------------------------------ acting
@@ -316,6 +289,13 @@ class Algorithm:
         return pipelines.env_to_module_state(self.pipelines, self.spaces,
                                              self.state.connector_state)
 
+    def policy(self) -> TrainedPolicy:
+        """The current trained policy (`learning.trained_policy`): the acting spec, host
+        copies of the params and the fitted connector state, and the pipelines; what the
+        actor, export, off-policy evaluation and fine-tuning consume."""
+        return make_policy(self.config, (self._obs_space, self._act_space), self.state.params,
+                           self.state.connector_state, (self.spec, self.pipelines))
+
     def actor(self, explore: bool | None = None):
         """An `ActorPolicy` with the current params and env-to-module state (for
         `EnvRunner`; compiled once per explore flag and kept)."""
@@ -327,9 +307,13 @@ class Algorithm:
     def _new_actor(self, explore: bool):
         """A new `ActorPolicy` of this algorithm's policy between its pipelines (each runner
         needs its own: an actor holds its envs' windows)."""
-        return ActorPolicy(_acting_module(self.spec.acting), None, self.spaces,
-                           self.env_to_module_connector, None, self.module_to_env_connector,
-                           lookback=self.config.episode_lookback_horizon, explore=explore)
+        return actor_for(self._policy_without_params(), explore)
+
+    def _policy_without_params(self) -> TrainedPolicy:
+        """`policy()` with no params and a fresh connector state (`_synced` sets both): an
+        actor built before the init program has run."""
+        return make_policy(self.config, (self._obs_space, self._act_space), None,
+                           self._initial_connector_state, (self.spec, self.pipelines))
 
     def _synced(self, actor):
         """`actor` with the current params and fitted env-to-module state."""
@@ -348,20 +332,7 @@ class Algorithm:
     def evaluate(self, num_episodes: int | None = None) -> dict:
         """Runs the policy in the env; RLlib's `env_runners` metrics."""
         n = num_episodes or self.config.evaluation_duration
-        actor = self.actor()
-        if self._runner is None:
-            self._runner = EnvRunner(self.config.env, actor,
-                                     num_envs=min(self.config.evaluation_num_envs, n),
-                                     seed=stream_seed(self.config.seed, EVALUATION),
-                                     env_config=self.config.env_config)
-        self._runner.policy = actor
-        self._runner.seed = stream_seed(self.config.seed, EVALUATION, self.iteration)
-        t0 = time.perf_counter()
-        episodes = self._runner.sample(num_episodes=n)
-        self.record("evaluation", episodes)
-        stats = episode_stats(episodes)
-        stats["evaluation_time_s"] = time.perf_counter() - t0
-        return stats
+        return self.evaluator.evaluate(self.actor(), n, self.iteration)
 
     def record(self, group: str, episodes: list) -> None:
         """With `offline_data(output=...)`: the finished episodes among `episodes` (or the
@@ -383,18 +354,15 @@ class Algorithm:
         `off_policy_estimation_methods`, on `episodes` (default: the `ope_split` episodes
         held out of training): `{name: {v_behavior, v_target, v_gain, ..., v_target_ci,
         ess}}`."""
-        return evaluate_algorithm(self, self.data.ope_episodes if episodes is None
-                                  else episodes,
-                                  parse_methods(self.config.off_policy_estimation_methods))
+        return evaluate_policy(self.policy(), self.data.ope_episodes if episodes is None
+                               else episodes,
+                               parse_methods(self.config.off_policy_estimation_methods))
 
     def export_policy(self, path: str, format: str = "stablehlo") -> str:
         """Writes one greedy acting step, pipelines inlined, as one graph, and its signature
         as `<path>.json` (`rljax_offline.export`): `act(obs)`, or for recurrent policies and
         pipelines that read past steps `step(inputs)` with the state and `t`."""
-        return export_policy(PolicyParts(
-            _acting_module(self.spec.acting), jax.device_get(self.state.params),
-            self.env_to_module_connector, self._e2m_state(), self.module_to_env_connector,
-            self.spaces, self.config.episode_lookback_horizon), path, format)
+        return export_policy(policy_parts(self.policy()), path, format)
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -443,6 +411,4 @@ class Algorithm:
         self.data.stop()
         for out in self._outputs.values():
             out.close()
-        if self._runner is not None:
-            self._runner.close()
-            self._runner = None
+        self.evaluator.close()

@@ -14,11 +14,11 @@ from typing import Any
 
 import jax
 
-import rljax_offline.algorithms.registry as registry
 from rljax_offline.algorithms.config import AlgorithmConfig
 from rljax_offline.algorithms.offline_data import OfflineData
 from rljax_offline.data.stream import StreamCursor
 from rljax_offline.learning import checkpoint as ckpt
+from rljax_offline.learning.trained_policy import saved_config
 from rljax_offline.runtime import distributed
 
 CHECKPOINT_FORMAT = 2
@@ -109,15 +109,8 @@ def restore_component(algo: Any, path: str, component: str) -> None:
 def from_checkpoint(path: str, config: AlgorithmConfig | None = None) -> Any:
     """Rebuilds any registered algorithm from a checkpoint (its saved config unless one is
     given: needed when the run used custom connector pieces, which are code)."""
-    meta = ckpt.load_meta(path)
     if config is None:
-        saved = meta["config"]
-        code = AlgorithmConfig.code_options(saved)
-        if any(k != "input_filesystem" for k in code):
-            raise ValueError(f"this checkpoint was trained with code in its config {code} "
-                             "(custom connector pieces, readers or hooks): pass the same "
-                             "config to from_checkpoint(path, config)")
-        config = registry.config_class(meta.get("algorithm", "bc")).from_dict(saved)
+        config = saved_config(path)
     algo = config.build()
     algo.restore(path)
     return algo

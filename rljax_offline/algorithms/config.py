@@ -417,6 +417,11 @@ class AlgorithmConfig:
         and action specs."""
         raise NotImplementedError(f"{type(self).__name__} does not define make_spec")
 
+    def policy_parts(self, spaces):
+        """`(AlgorithmSpec, Pipelines)` for `spaces`: a trained policy's code (`load_policy`)."""
+        from rljax_offline.algorithms import pipelines  # it imports this module
+        return pipelines.build(self, spaces)
+
     def build(self):
         """The algorithm for this config (an instance of `algorithm_class`), in two steps:
 

@@ -10,8 +10,8 @@ import jax
 import numpy as np
 
 from rljax_offline.acting.recording import PolicyMismatchError, check_policy_spaces
-from rljax_offline.algorithms.algorithm import Algorithm
 from rljax_offline.learning.spec import ActingSpec
+from rljax_offline.learning.trained_policy import load_policy
 
 _DIST_NAMES = {"squashed_gaussian": "a tanh-squashed Gaussian", "gaussian": "a plain Gaussian",
                "categorical": "a categorical",
@@ -44,19 +44,16 @@ def policy_refusal(src: ActingSpec, params: dict, mine: ActingSpec, learner: str
 
 def load_start(path: str, spaces: Any, mine: ActingSpec, learner: str,
                accepted: str) -> StartingPoint:
-    """The checkpoint at `path`, checked to act in `spaces` with `learner`'s kind of policy
-    (`policy_refusal`); `accepted` ends the refusal's line, naming what can start it."""
-    src = Algorithm.from_checkpoint(path)
-    try:
-        check_policy_spaces(src.spaces, *spaces, path)
-        params = jax.device_get(src.state.params)
-        refusal = policy_refusal(src.spec.acting, params, mine, learner)
-        if refusal:
-            raise PolicyMismatchError(f"checkpoint {path!r} ({src.algo_name}) cannot start "
-                                      f"{learner}: {refusal}; {accepted}")
-        return StartingPoint(src.algo_name, params, jax.device_get(src.state.connector_state))
-    finally:
-        src.stop()
+    """The checkpoint at `path` (its `TrainedPolicy`, no algorithm built), checked to act
+    in `spaces` with `learner`'s kind of policy (`policy_refusal`); `accepted` ends the
+    refusal's line, naming what can start it."""
+    src = load_policy(path)
+    check_policy_spaces(src.spaces, *spaces, path)
+    refusal = policy_refusal(src.acting, src.params, mine, learner)
+    if refusal:
+        raise PolicyMismatchError(f"checkpoint {path!r} ({src.algo_name}) cannot start "
+                                  f"{learner}: {refusal}; {accepted}")
+    return StartingPoint(src.algo_name, src.params, src.connector_state)
 
 
 def check_same_shapes(path: str, what: str, theirs: Any, mine: Any, why: str) -> None:

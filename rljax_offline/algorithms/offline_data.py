@@ -22,23 +22,20 @@ from collections.abc import Iterator
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.pipelines import Pipelines
-from rljax_offline.connectors import Context, Spaces
+from rljax_offline.connectors import Spaces
+from rljax_offline.connectors.rows import episode_rows
 from rljax_offline.data import iter_episodes, read_sample_batch_json
 from rljax_offline.data.device import DeviceData
 from rljax_offline.data.files import resolve_files
 from rljax_offline.data.stream import CursorTracker, StreamCursor, stream_batches
-from rljax_offline.episode.batch import EpisodeBatch
 from rljax_offline.episode.episode import Episode
 from rljax_offline.learning.data_parallel import DataParallel, prefetch_to_device
 from rljax_offline.ope.data import split as ope_split
 from rljax_offline.runtime import distributed, gc_pause, host_memory
-
-_EPISODES_PER_BATCH = 64
 
 
 def json_files(input_: Any) -> list[str]:
@@ -153,44 +150,9 @@ class OfflineData:
         rows are not one block per episode). `params` reach the pieces through the context
         (on-policy pieces such as GAE read the value network); `apply` and `columns` replace
         the learner pipeline and the columns kept (a warm-up pass of another loss)."""
-        apply = apply or self._learner_apply
-        episodes = sorted(episodes, key=len)
-        groups = [episodes[i:i + _EPISODES_PER_BATCH]
-                  for i in range(0, len(episodes), _EPISODES_PER_BATCH)]
-        # Padded to a power of two of episodes (few shapes to compile), no further: a
-        # streamed chunk of 4 Atari episodes must not become 64 episodes of padding.
-        pads = [min(_EPISODES_PER_BATCH, 1 << (len(g) - 1).bit_length()) for g in groups]
-        batches = [EpisodeBatch.from_episodes(g, pad_batch_to=pad)
-                   for g, pad in zip(groups, pads)]
-        if fit and jax.tree_util.tree_leaves(connector_state):
-            for eb in batches:
-                _, _, connector_state = apply(connector_state, eb, {}, Context(params=params))
-        wanted = columns or self.pipelines.columns
-        cols: dict[str, list] = {k: [] for k in wanted}
-        lengths: list | None = []
-        xp = jnp if on_device else np
-        for eb, group, pad in zip(batches, groups, pads):
-            _, batch, _ = apply(connector_state, eb, {}, Context(frozen=True, params=params))
-            missing = [k for k in wanted if k not in batch]
-            if missing:
-                raise KeyError(f"the {self.config.algo_name} learner reads columns {missing} "
-                               f"that the learner pipeline does not make; it makes "
-                               f"{sorted(batch)}")
-            # rows: the valid timesteps, or for a recurrent policy the sequences with steps
-            keep = np.asarray(batch["seq_lens"] > 0 if "seq_lens" in batch
-                              else batch["loss_mask"])
-            rows = np.flatnonzero(keep)
-            if lengths is not None and keep.size % pad == 0:
-                per_episode = keep.reshape(pad, -1).sum(axis=1)[:len(group)]
-                lengths.extend(int(c) for c in per_episode if c)
-            else:
-                lengths = None
-            for k in wanted:
-                cols[k].append(jax.tree_util.tree_map(
-                    lambda x, rows=rows: xp.take(xp.asarray(x), rows, axis=0), batch[k]))
-        out = {k: jax.tree_util.tree_map(lambda *xs: xp.concatenate(xs), *v)
-               for k, v in cols.items()}
-        return out, connector_state, lengths
+        return episode_rows(apply or self._learner_apply, episodes, connector_state,
+                            columns or self.pipelines.columns, fit=fit, params=params,
+                            on_device=on_device, what=f"the {self.config.algo_name} learner")
 
     # ------------------------------------------------------------------ on the devices
 

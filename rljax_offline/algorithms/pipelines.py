@@ -31,20 +31,29 @@ from rljax_offline.connectors import (
     pipeline,
 )
 from rljax_offline.connectors.common import add_states, add_time_dim
-from rljax_offline.connectors.core import share_states
+from rljax_offline.connectors.core import piece_name, share_states
 from rljax_offline.learning.spec import AlgorithmSpec
 
 SEQUENCE_COLUMNS = ("state_in", "seq_lens", "loss_mask")
+# The algorithm's own learner pieces that change the data's rows as the env saw them (the
+# executed, clipped action) rather than make training targets: `Pipelines.rows` keeps them.
+ROW_PIECES = ("clip_actions_inside_bounds",)
 
 
 class Pipelines(NamedTuple):
     """An algorithm's three pipelines and `columns`, the learner columns its data keeps
-    (the spec's; for a recurrent policy also `SEQUENCE_COLUMNS`)."""
+    (the spec's; for a recurrent policy also `SEQUENCE_COLUMNS`). `rows`: the front of the
+    learner pipeline (the user's pieces, the model's and RLlib's defaults, and of the
+    algorithm's own pieces only the `ROW_PIECES`, never targets such as GAE, which reads the
+    value network, or n-step returns): the data's rows as a policy sees them, which
+    off-policy evaluation reads; its state is the learner's, piece by piece of the same
+    name."""
 
     learner: Connector
     env_to_module: Connector
     module_to_env: Connector
     columns: tuple[str, ...]
+    rows: Connector | None = None
 
 
 def _custom_learner_pieces(config: AlgorithmConfig, spaces: Spaces) -> list[Connector]:
@@ -85,7 +94,8 @@ def build(config: AlgorithmConfig, spaces: Spaces) -> tuple[AlgorithmSpec, Pipel
             add_default_connectors=config.add_default_connectors_to_env_to_module_pipeline,
             **seq_kwargs),
         module_to_env=default_module_to_env(spaces, distribution=spec.acting.dist),
-        columns=columns)
+        columns=columns, rows=pipeline(base, *(p for p in spec.data.learner_connector
+                                               if piece_name(p) in ROW_PIECES)))
 
 
 def value_warmup(config: AlgorithmConfig, spaces: Spaces) -> tuple[Connector, Spaces]:

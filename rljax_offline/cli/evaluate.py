@@ -16,13 +16,14 @@ from rljax_offline.errors import UsageError
 OPE_METHODS = "is,wis,pdis,wpdis,fqe,dr"
 
 
-def _env_value(algo, env: str, gamma: float, episodes: int, seed: int) -> float:
+def _env_value(policy, env: str, gamma: float, episodes: int, seed: int) -> float:
     """Mean discounted return of the policy OPE evaluated (its action distribution)."""
     # start-up: ope.env_value (with acting.env_runner) costs ~120 ms on top of
     # `import rljax_offline.cli` (measured 2026-11-24, loaded machine); only --env needs it
+    from rljax_offline.acting.actor import actor_for
     from rljax_offline.ope.env_value import discounted_env_value
 
-    return discounted_env_value(algo.actor(explore=True), env, gamma, episodes, seed,
+    return discounted_env_value(actor_for(policy, explore=True), env, gamma, episodes, seed,
                                 num_envs=8)[0]
 
 
@@ -45,9 +46,9 @@ def _table(rows: list[dict], methods: list[str]) -> str:
 
 
 def run_offline(args) -> int:
-    # start-up: ope.api with the facade costs ~340 ms on top of `import rljax_offline.cli`
-    # (measured 2026-11-24, loaded machine); only --offline needs them
-    from rljax_offline.algorithms.algorithm import Algorithm
+    # start-up: ope.api costs ~340 ms on top of `import rljax_offline.cli` (measured
+    # 2026-11-24 with the facade, loaded machine); only --offline needs it
+    from rljax_offline.learning.trained_policy import load_policy
     from rljax_offline.ope.api import estimate, load_episodes
 
     if not args.input:
@@ -56,12 +57,12 @@ def run_offline(args) -> int:
     episodes = load_episodes(input_of(args), input_read_episodes=not args.tabular)
     rows = []
     for ckpt in args.checkpoint:
-        algo = Algorithm.from_checkpoint(ckpt)
-        gamma = algo.config.gamma if args.gamma is None else args.gamma
+        policy = load_policy(ckpt)  # no algorithm built: its trained policy only
+        gamma = policy.gamma if args.gamma is None else args.gamma
         fqe = {"num_updates": args.fqe_updates, "bootstrap_heads": args.fqe_heads}
-        est = estimate(algo, episodes, methods=methods, gamma=gamma,
+        est = estimate(policy, episodes, methods=methods, gamma=gamma,
                        explore=not args.greedy, fqe=fqe, num_bootstrap=args.bootstrap)
-        true = (_env_value(algo, args.env, gamma, args.episodes, algo.config.seed + 10_000)
+        true = (_env_value(policy, args.env, gamma, args.episodes, policy.seed + 10_000)
                 if args.env else None)
         weighted = [e["ess"] for e in est.values() if e.get("ess") is not None]
         rows.append({"label": ckpt, "estimates": est, "true": true,

@@ -10,12 +10,13 @@ from rljax_offline.export import signature_path
 
 
 def run(args) -> int:
-    # start-up: algorithms.algorithm (the facade) costs ~120 ms on top of
-    # `import rljax_offline.cli`; only `export` needs it here (measured 2026-11-24).
-    from rljax_offline.algorithms.algorithm import Algorithm
+    # start-up: loading a trained policy and export cost ~120 ms on top of
+    # `import rljax_offline.cli`; only `export` needs them (measured 2026-11-24).
+    from rljax_offline.export import export_policy, policy_parts
+    from rljax_offline.learning.trained_policy import load_policy
 
-    algo = Algorithm.from_checkpoint(args.checkpoint)
-    path = algo.export_policy(args.output, format=args.format)
+    policy = load_policy(args.checkpoint)  # no algorithm built: its trained policy only
+    path = export_policy(policy_parts(policy), args.output, args.format)
     with open(signature_path(path)) as f:
         signature = json.load(f)
     # what the graph takes, so a deployer sees at once whether it is `act(obs)` or a step

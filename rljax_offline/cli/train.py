@@ -2,7 +2,7 @@
 
 The `--algo` choices, the command's help and `train --algo NAME`'s own flags (one per option
 the algorithm's config adds to `AlgorithmConfig.training`) all come from
-`rljax_offline.algorithms.registry`: a registered algorithm is on the command line with no
+`rljax_offline.registry`: a registered algorithm is on the command line with no
 change here.
 """
 
@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from rljax_offline.algorithms import registry
+from rljax_offline import registry
 from rljax_offline.algorithms.config import AlgorithmConfig
 from rljax_offline.apps.reporting import default_logger
 from rljax_offline.apps.training_loop import run_training

@@ -71,11 +71,13 @@ from rljax_offline.export.step import (
     PolicyParts,
     StepLayout,
     greedy_policy_fn,
+    policy_parts,
     step_layout,
 )
 
 __all__ = [
     "FORMATS", "SIGNATURE_SUFFIX", "ExportError", "PolicyParts", "StepLayout", "export_onnx",
     "export_policy", "export_stablehlo", "greedy_policy_fn", "initial_state", "input_signature",
-    "load_stablehlo", "observation_signature", "signature", "signature_path", "step_layout",
+    "load_stablehlo", "observation_signature", "policy_parts", "signature", "signature_path",
+    "step_layout",
 ]

@@ -40,6 +40,18 @@ class PolicyParts(NamedTuple):
     lookback: int = 0
 
 
+def policy_parts(policy: Any) -> PolicyParts:
+    """The `PolicyParts` of a `learning.trained_policy.TrainedPolicy` (what `export_policy`
+    takes): its acting module and params, its pipelines and their fitted state.
+
+    Args:
+      policy: the trained policy (`Algorithm.policy()`, `load_policy(path)`).
+    """
+    return PolicyParts(policy.module, policy.params, policy.pipelines.env_to_module,
+                       policy.env_to_module_state(), policy.pipelines.module_to_env,
+                       policy.spaces, policy.lookback)
+
+
 class StepLayout(NamedTuple):
     """What an exported step reads besides the latest observation."""
 

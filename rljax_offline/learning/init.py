@@ -4,6 +4,7 @@ takes, and optionally on a background thread while the caller reads its data."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -53,23 +54,42 @@ def start_init_state(learning: LearningSpec, seed: int = 0,
     return Background(_traced_init(learning, seed, connector_state))
 
 
+def _init_parts(learning: LearningSpec, seed) -> tuple:
+    """`(params, opt_states, rng, step, extra)` of a fresh state (traced by `_traced_init`)."""
+    init_key, rng = jax.random.split(jax.random.PRNGKey(seed))
+    params = dict(learning.init(init_key))
+    for target, online in learning.targets.items():
+        params[target] = jax.tree_util.tree_map(jnp.copy, params[online])
+    opt_states = {loss.name: loss.optimizer.init(network_subset(params, loss.networks))
+                  for loss in learning.losses}
+    extra = jax.tree_util.tree_map(jnp.asarray, dict(learning.extra_init))
+    return params, opt_states, rng, jnp.zeros((), jnp.int32), extra
+
+
+def state_template(learning: LearningSpec, connector_state: Any = ()) -> TrainState:
+    """A `TrainState` of zeros with the structure, shapes and dtypes `init_state` makes,
+    without compiling or running anything (`jax.eval_shape`): what loading a checkpoint's
+    state needs to know.
+
+    Args:
+      learning: the algorithm's `LearningSpec`.
+      connector_state: the learner connector state the template carries.
+    """
+    check_learning_spec(learning)
+    shapes = jax.eval_shape(functools.partial(_init_parts, learning), np.int32(0))
+    params, opt_states, rng, step, extra = jax.tree_util.tree_map(
+        lambda s: np.zeros(s.shape, s.dtype), shapes)
+    return TrainState(params=params, opt_states=opt_states, step=step, rng=rng,
+                      connector_state=connector_state, extra=extra)
+
+
 def _traced_init(learning: LearningSpec, seed: int,
                  connector_state: Any) -> Callable[[], TrainState]:
     """The init program, traced; calling the result lowers, compiles and runs it."""
 
-    def init(seed):
-        init_key, rng = jax.random.split(jax.random.PRNGKey(seed))
-        params = dict(learning.init(init_key))
-        for target, online in learning.targets.items():
-            params[target] = jax.tree_util.tree_map(jnp.copy, params[online])
-        opt_states = {loss.name: loss.optimizer.init(network_subset(params, loss.networks))
-                      for loss in learning.losses}
-        extra = jax.tree_util.tree_map(jnp.asarray, dict(learning.extra_init))
-        return params, opt_states, rng, jnp.zeros((), jnp.int32), extra
-
     check_learning_spec(learning)
     seed = np.asarray(seed, np.int32)
-    traced = jax.jit(init).trace(seed)
+    traced = jax.jit(functools.partial(_init_parts, learning)).trace(seed)
 
     def compile_and_run() -> TrainState:
         compiled = _compile_init(traced.lower())

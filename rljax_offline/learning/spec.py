@@ -103,7 +103,9 @@ class ActingSpec(NamedTuple):
     """What acting (`ActorPolicy`, `EnvRunner`) and export run of an algorithm.
 
     Attributes:
-      act: `(params, obs [N, ...]) -> action_dist_inputs [N, d]`, on all the params.
+      act: `(params, obs [N, ...]) -> action_dist_inputs [N, d]`, on all the params; with
+        `takes_key`, `(params, key, obs)`: a policy that draws when it acts (K candidate
+        actions, an ensemble member) reads its randomness from `key`, never from Python.
       dist: the distribution of `act`'s output (`greedy`, `sample`, `logp`, `entropy`).
       policy: the `models.policy.Policy` that `act` runs on `params[policy_network]`, where
         the algorithm acts through one (acting needs it for recurrent policies' state; a
@@ -111,12 +113,22 @@ class ActingSpec(NamedTuple):
       policy_network: the params entry `policy` runs on (`"q"` for a Q-greedy policy;
         None: all the params, for a module of several networks such as PPO's recurrent
         actor-critic, whose state holds both networks' states).
+      takes_key: whether `act` takes a random key (see `act`). The actor passes a fresh key
+        each step (greedy acting too: the draw is part of the policy, not exploration),
+        greedy export a fixed one (`jax.random.PRNGKey(0)` split per step), off-policy
+        evaluation one from its seed.
     """
 
     act: Callable
     dist: Any
     policy: Any = None
     policy_network: str | None = "policy"
+    takes_key: bool = False
+
+    def act_with_key(self, params: Any, key: jax.Array, obs: Any) -> jax.Array:
+        """The acting seam, one signature for every policy: `(params, key, obs) ->
+        action_dist_inputs`; the key is unused where `act` takes none."""
+        return self.act(params, key, obs) if self.takes_key else self.act(params, obs)
 
     @property
     def is_stateful(self) -> bool:

@@ -49,6 +49,7 @@ class Module(NamedTuple):
     dist: Distribution | None = None         # policies: the action distribution
     obs_spec: Any = None
     act_spec: Any = None
+    takes_key: bool = False                  # apply(params, key, obs): it draws when it acts
 
     @property
     def is_stateful(self) -> bool:
@@ -92,13 +93,16 @@ def policy_module(init: Callable | None, apply: Callable, dist: Distribution | N
 
 
 def acting_module(act: Callable, dist: Distribution | None, policy: Module | None = None,
-                  policy_network: str | None = "policy") -> Module:
+                  policy_network: str | None = "policy", takes_key: bool = False) -> Module:
     """The `Module` an algorithm acts with, on its whole params: `act(params, obs)` for a
     feed-forward step, and a recurrent `policy` run on `params[policy_network]` (all the
     params when `policy_network` is None: a module of several networks, PPO's recurrent
-    actor-critic). What the actor and export take."""
+    actor-critic). What the actor and export take. `takes_key`: `act` is `(params, key,
+    obs)` (a feed-forward policy that draws when it acts)."""
     if policy is None or not policy.is_stateful:
-        return Module(init=None, apply=act, dist=dist)
+        return Module(init=None, apply=act, dist=dist, takes_key=takes_key)
+    if takes_key:
+        raise ValueError("a recurrent acting policy that takes a key is not supported")
 
     def on_policy_params(params):
         return params if policy_network is None else params[policy_network]

@@ -6,9 +6,10 @@ over a fitted Q evaluation trained by the learner core (`fqe` / `dm`, `ope.fqe`)
 robust (`dr`). Each reports `v_behavior`, `v_target`, `v_gain`, their standard deviations, a
 bootstrap interval on `v_target` and the importance weights' effective sample size.
 
-Public names load on first use (`ope.estimate` builds algorithms from checkpoints; the
-algorithm facade imports `ope.evaluation`, so this package must not import the facade when
-it is loaded).
+Public names load on first use (start-up cost). `ope.estimate` takes a checkpoint folder (its
+`TrainedPolicy` is loaded, no algorithm is built), a `TrainedPolicy`, an `Algorithm` or a
+policy function; `evaluate_policy` is the same on a `TrainedPolicy` and episodes. This package
+sits below the algorithm layer: it never imports the facade (`tests/test_layers.py`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import importlib
 _PUBLIC = {
     "estimate": "rljax_offline.ope.api",
     "load_episodes": "rljax_offline.ope.api",
+    "evaluate_policy": "rljax_offline.ope.evaluation",
     "parse_methods": "rljax_offline.ope.methods",
     "ImportanceSampling": "rljax_offline.ope.methods",
     "WeightedImportanceSampling": "rljax_offline.ope.methods",

@@ -1,9 +1,11 @@
 """`estimate(policy_or_checkpoint, data, methods=...)`: OPE without building an algorithm
 config, for notebooks and the CLI.
 
-`policy_or_checkpoint`: a checkpoint folder (any registered algorithm; its config rebuilds it),
-an `Algorithm`, or a plain function (`ope.target`'s protocol: Discrete `obs -> probabilities
-[N, n]`, Box `obs -> (mean, std)`; it reads the raw observations and needs `action_space`).
+`policy_or_checkpoint`: a checkpoint folder (any registered algorithm; its trained policy is
+loaded, `learning.trained_policy.load_policy`, without building the algorithm), a
+`TrainedPolicy`, an `Algorithm` (its current `policy()`), or a plain function
+(`ope.target`'s protocol: Discrete `obs -> probabilities [N, n]`, Box `obs -> (mean, std)`;
+it reads the raw observations and needs `action_space`).
 `data`: Parquet files, folders or globs (read as `input_read_episodes` says), or a list of
 `Episode`s; every episode is evaluated (hold your evaluation share out of training yourself,
 or use `ope.data.split`).
@@ -17,20 +19,20 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from rljax_offline import spaces as sp
-from rljax_offline.algorithms.algorithm import Algorithm
-from rljax_offline.algorithms.checkpointing import from_checkpoint
 from rljax_offline.data import read_episodes
 from rljax_offline.episode.episode import Episode
 from rljax_offline.errors import OPEError
+from rljax_offline.learning.trained_policy import TrainedPolicy, load_policy
 from rljax_offline.ope.data import data_action_space, raw_columns
-from rljax_offline.ope.evaluation import evaluate_algorithm
+from rljax_offline.ope.evaluation import evaluate_policy
 from rljax_offline.ope.methods import parse_methods
 from rljax_offline.ope.run import run
 from rljax_offline.ope.target import from_function
@@ -48,7 +50,7 @@ def load_episodes(data: Any, input_read_episodes: bool = True) -> list[Episode]:
     return episodes
 
 
-def estimate(policy_or_checkpoint: str | Algorithm | Callable, data: Any,
+def estimate(policy_or_checkpoint: str | os.PathLike | TrainedPolicy | Any, data: Any,
              methods: Sequence[str] | dict = DEFAULT_METHODS, *, gamma: float | None = None,
              explore: bool = True, action_space: Any = None, observation_space: Any = None,
              fqe: dict | None = None, num_bootstrap: int = 200, confidence: float = 0.95,
@@ -66,14 +68,16 @@ def estimate(policy_or_checkpoint: str | Algorithm | Callable, data: Any,
                   for k, m in parsed.items()}
     episodes = load_episodes(data, input_read_episodes)
     policy = policy_or_checkpoint
-    if isinstance(policy, str):
-        policy = from_checkpoint(policy)
-    if isinstance(policy, Algorithm):
-        return evaluate_algorithm(policy, episodes, parsed, gamma=gamma, explore=explore,
-                                  num_bootstrap=num_bootstrap, confidence=confidence)
+    if isinstance(policy, (str, os.PathLike)):
+        policy = load_policy(policy)
+    elif not isinstance(policy, TrainedPolicy) and callable(getattr(policy, "policy", None)):
+        policy = policy.policy()  # an Algorithm: its current policy
+    if isinstance(policy, TrainedPolicy):
+        return evaluate_policy(policy, episodes, parsed, gamma=gamma, explore=explore,
+                               num_bootstrap=num_bootstrap, confidence=confidence)
     if not callable(policy):
-        raise OPEError("estimate() takes a checkpoint folder, an Algorithm or a policy "
-                       f"function, got {type(policy).__name__}")
+        raise OPEError("estimate() takes a checkpoint folder, a TrainedPolicy, an Algorithm "
+                       f"or a policy function, got {type(policy).__name__}")
     if action_space is None:
         raise OPEError("estimate(policy_function, ...) needs action_space= (the policy's "
                        "gymnasium action space)")

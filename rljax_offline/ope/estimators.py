@@ -24,16 +24,20 @@ are 0), `W = w_{T-1}`, `G = sum_t gamma^t r_t`:
   DoublyRobust) or, weighted, `w_t^i / sum_j w_t^j` (Thomas & Brunskill's WDR), wn_{-1} = 1/N;
   where no episode's weight survives to step t (a greedy target), weighted DR's corrections
   from t on are 0 and it rests on the model (mean V(s_0) when none survives the first step),
-  while WIS and WPDIS, which have no model, are nan there (0 / 0).
+  while WIS and WPDIS, which have no model, are nan there (0 / 0): `summarize` then says so
+  with a `ZeroImportanceWeightsWarning` (and `ess` 0), never a silent nan.
 
 Weights are never clipped: `effective_sample_size` reports how many episodes they amount to.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple
 
 import numpy as np
+
+from rljax_offline.errors import ZeroImportanceWeightsWarning
 
 WEIGHTED = {"is": False, "wis": True, "pdis": False, "wpdis": True}
 
@@ -152,6 +156,18 @@ def heads(ep: EpisodeArrays) -> list[EpisodeArrays]:
     return [ep._replace(q=q, v=v) for q, v in zip(ep.q, ep.v)]
 
 
+def _undefined(name: str, ess: float, num_episodes: int) -> str:
+    if ess == 0:
+        why = (f"every one of the {num_episodes} episodes has importance weight 0 (effective "
+               "sample size 0): the target gives probability 0 to an action each episode "
+               "took, as a greedy target does")
+    else:
+        why = (f"the importance weights underflow or vanish where it normalises (effective "
+               f"sample size {ess:.3g} of {num_episodes} episodes)")
+    return (f"OPE estimator {name!r}: v_target is nan: {why}; evaluate the target's action "
+            "distribution (explore=True), or read 'fqe' / 'dr', which rest on a fitted model")
+
+
 def summarize(name: str, ep: EpisodeArrays, gamma: float, *, weighted_dr: bool = True,
               num_bootstrap: int = 200, confidence: float = 0.95, seed: int = 0,
               uses_weights: bool = True, model_error=None) -> dict:
@@ -194,6 +210,9 @@ def summarize(name: str, ep: EpisodeArrays, gamma: float, *, weighted_dr: bool =
             contributions(name, h, gamma, counts[k::K], weighted_dr).sum(axis=1)
             for k, h in enumerate(per_head)])
     v_behavior, v_target = float(np.mean(per_behavior)), float(np.mean(per_target))
+    ess = effective_sample_size(ep) if uses_weights else None
+    if uses_weights and not np.isfinite(v_target):
+        warnings.warn(_undefined(name, ess, E), ZeroImportanceWeightsWarning, stacklevel=2)
     alpha = (1.0 - confidence) / 2.0
     finite = draws[np.isfinite(draws)]
     lo, hi = ((float(np.quantile(finite, alpha)), float(np.quantile(finite, 1.0 - alpha)))
@@ -207,7 +226,7 @@ def summarize(name: str, ep: EpisodeArrays, gamma: float, *, weighted_dr: bool =
         "v_target_ci": (lo - (widen or 0.0), hi + (widen or 0.0)),
         "v_target_ci_bootstrap": (lo, hi), "v_target_model_error": widen,
         "confidence": confidence,
-        "ess": effective_sample_size(ep) if uses_weights else None,
+        "ess": ess,
         "v_target_model_std": float(np.std(each.mean(axis=1))) if K > 1 else None,
         "num_episodes": E,
     }

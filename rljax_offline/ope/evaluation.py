@@ -1,6 +1,12 @@
-"""OPE of an algorithm's current policy: its target policy (the acting module and params),
-the OPE columns of episodes through its own learner pipeline (so connector pieces, a fitted
-mean-std filter or TD3+BC's normalization, apply as they do in training), and the run.
+"""OPE of a trained policy (`learning.trained_policy.TrainedPolicy`): its target policy (the
+acting module and params), the OPE columns of episodes through the front of its learner
+pipeline (`Pipelines.rows`: the user's pieces, the model's and RLlib's defaults, so a fitted
+mean-std filter or TD3+BC's normalization apply as in training), and the run.
+
+The algorithm's own learner pieces are not run: they make training targets (GAE, which reads
+the value network; n-step returns, which would replace the rewards OPE discounts; returns to
+go), never the data's rows; the pieces that change the rows as the env saw them (clipping
+Box actions inside the bounds, `algorithms.pipelines.ROW_PIECES`) are kept.
 
 The target is the policy's action distribution (RLlib's OPE evaluated its policy's action
 probabilities), `explore=False` its greedy actions. Recurrent policies are not supported.
@@ -9,11 +15,14 @@ Used by `Algorithm.train()` (the held-out `ope_split` episodes) and `ope.estimat
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 import jax
 
+from rljax_offline.connectors.core import Connector
+from rljax_offline.connectors.rows import episode_rows
 from rljax_offline.episode.episode import Episode
 from rljax_offline.errors import EmptyEvaluationSplitError, OPEError
 from rljax_offline.ope.data import LOGP, data_action_space, has_logp
@@ -24,41 +33,52 @@ from rljax_offline.ope.target import TargetPolicy, from_acting
 COLUMNS = ("obs", "actions", "rewards", "new_obs", "terminateds")
 
 
-def algorithm_target(algo: Any, explore: bool = True) -> TargetPolicy:
-    """The policy `algo` (an `Algorithm`) acts with, with its current params."""
-    acting = algo.spec.acting
+def policy_target(policy: Any, explore: bool = True) -> TargetPolicy:
+    """The target of a `TrainedPolicy`: its acting distribution (greedy unless `explore`)."""
+    acting = policy.acting
     if acting is None or acting.is_stateful:
         raise OPEError(f"off-policy evaluation needs a feed-forward acting policy; "
-                       f"{algo.algo_name}'s is recurrent or absent")
-    params = jax.device_get(algo.state.params)
-    return from_acting(acting.act, acting.dist, params, algo.spaces.action, explore)
+                       f"{policy.algo_name}'s is recurrent or absent")
+    return from_acting(acting.act, acting.dist, policy.params, policy.spaces.action, explore,
+                       takes_key=acting.takes_key, seed=policy.seed)
 
 
-def algorithm_columns(algo: Any, episodes: Sequence[Episode]) -> tuple[dict, list[int]]:
-    """The OPE columns of `episodes` through `algo`'s learner pipeline (fitted state frozen),
-    rows in episode order, and each episode's length."""
+@functools.lru_cache(maxsize=16)
+def _jitted(rows: Connector) -> Any:
+    """The rows pipeline's jitted apply, kept per pipeline: a run's next evaluation reuses
+    the compiled program."""
+    return jax.jit(rows.apply)
+
+
+def policy_columns(policy: Any, episodes: Sequence[Episode]) -> tuple[dict, list[int], Any]:
+    """The OPE columns of `episodes` (see the module docstring), rows in episode order
+    (by length), each episode's length, and the observation spec FQE's network reads."""
     if not episodes:
         raise EmptyEvaluationSplitError("no episodes to evaluate on")
     wanted = COLUMNS + ((LOGP,) if has_logp(episodes) else ())
-    cstate = jax.device_get(algo.state.connector_state)
-    cols, _, lengths = algo.data.columns(list(episodes), cstate, fit=False, columns=wanted)
+    rows = policy.pipelines.rows
+    if rows is None:
+        raise OPEError(f"{policy.algo_name}'s pipelines name no rows pipeline")
+    cols, _, lengths = episode_rows(_jitted(rows), list(episodes), policy.rows_state(),
+                                    wanted, what="off-policy evaluation")
     if lengths is None:
-        raise OPEError(f"{algo.algo_name}'s learner pipeline does not keep one block of rows "
-                       "per episode; off-policy evaluation needs whole episodes")
-    return jax.device_get(cols), lengths
+        raise OPEError(f"{policy.algo_name}'s learner pipeline does not keep one block of "
+                       "rows per episode; off-policy evaluation needs whole episodes")
+    return jax.device_get(cols), lengths, rows.out_spaces(policy.spaces).observation
 
 
-def evaluate_algorithm(algo: Any, episodes: Sequence[Episode], methods: dict[str, Method],
-                       *, gamma: float | None = None, explore: bool = True,
-                       num_bootstrap: int = 200, confidence: float = 0.95) -> dict:
-    """`{name: estimates}` of `algo`'s policy on `episodes` (see `ope.run.run`)."""
+def evaluate_policy(policy: Any, episodes: Sequence[Episode], methods: dict[str, Method],
+                    *, gamma: float | None = None, explore: bool = True,
+                    num_bootstrap: int = 200, confidence: float = 0.95,
+                    seed: int | None = None) -> dict:
+    """`{name: estimates}` of a `TrainedPolicy` on `episodes` (see `ope.run.run`); `gamma`
+    and `seed` default to the policy's config's."""
     if not episodes:
         raise EmptyEvaluationSplitError("no episodes to evaluate on")
-    target = algorithm_target(algo, explore)
+    target = policy_target(policy, explore)
     check_inputs(methods, {LOGP: None} if has_logp(episodes) else {}, target,
-                 data_action_space(episodes, algo.spaces.action))
-    columns, lengths = algorithm_columns(algo, episodes)
-    obs_spec = algo.learner_connector.out_spaces(algo.spaces).observation
-    return run(methods, columns, lengths, target, obs_spec,
-               algo.spaces.action, algo.config.gamma if gamma is None else gamma,
-               num_bootstrap=num_bootstrap, confidence=confidence, seed=algo.config.seed)
+                 data_action_space(episodes, policy.spaces.action))
+    columns, lengths, obs_spec = policy_columns(policy, episodes)
+    return run(methods, columns, lengths, target, obs_spec, policy.spaces.action,
+               policy.gamma if gamma is None else gamma, num_bootstrap=num_bootstrap,
+               confidence=confidence, seed=policy.seed if seed is None else seed)

@@ -13,7 +13,9 @@
 the greedy action, `logp` 0 there and -inf elsewhere) for Discrete actions; a deterministic Box
 target has no density, so the importance-weighted estimators cannot use it (FQE can).
 
-Made from an algorithm's acting spec and params (`from_acting`), or from a plain function
+Made from an algorithm's acting spec and params (`from_acting`; a policy that draws when it
+acts, `ActingSpec.takes_key`, gets keys from the evaluation's seed: its target is the policy
+of those draws), or from a plain function
 (`from_function`), whose protocol is:
 * Discrete actions: `fn(obs [N, ...]) -> probabilities [N, n]` (rows sum to 1; one-hot rows
   for a deterministic policy);
@@ -67,22 +69,25 @@ def _unit_box_log_scale(act_spec) -> float:
     return float(np.sum(np.log((high - low) / 2.0)))
 
 
-def from_acting(act: Callable, dist, params: Any, act_spec, explore: bool = True
-                ) -> TargetPolicy:
-    """The policy an algorithm acts with: `act(params, obs) -> action_dist_inputs` and its
-    distribution; `explore=False` evaluates its greedy actions (deterministic).
+def from_acting(act: Callable, dist, params: Any, act_spec, explore: bool = True, *,
+                takes_key: bool = False, seed: int = 0) -> TargetPolicy:
+    """The policy an algorithm acts with: `act(params, obs) -> action_dist_inputs` (with
+    `takes_key`, `act(params, key, obs)`, given `PRNGKey(seed)`) and its distribution;
+    `explore=False` evaluates its greedy actions (deterministic).
 
     The compiled functions take `params` as an argument and are shared by every target of
     the same `act` and `dist` (`_acting_programs`), so evaluating a run's next checkpoint
     reuses them instead of compiling its params in as constants again."""
     act_spec = sp.to_spec(act_spec)
     deterministic = (not explore) or dist.kind == "deterministic"
+    act_key = jax.random.PRNGKey(seed)
     if isinstance(act_spec, sp.DiscreteSpec):
         start, n = int(getattr(act_spec, "start", 0)), act_spec.n
-        probs_j = _acting_programs(act, dist, deterministic, (start, n))["probs"]
+        probs_j = _acting_programs(act, dist, deterministic, (start, n), takes_key)["probs"]
 
         def probs(obs):
-            return _chunked(functools.partial(probs_j, params), obs).astype(np.float64)
+            return _chunked(functools.partial(probs_j, params, act_key), obs
+                            ).astype(np.float64)
 
         def logp(obs, actions):
             return _logp_of_actions(probs(obs), actions, start)
@@ -90,13 +95,13 @@ def from_acting(act: Callable, dist, params: Any, act_spec, explore: bool = True
         return TargetPolicy(act_spec, deterministic, logp, probs=probs)
 
     scale = _unit_box_log_scale(act_spec) if dist.kind == "squashed_gaussian" else 0.0
-    programs = _acting_programs(act, dist, deterministic, None)
-    greedy = functools.partial(programs["greedy"], params)
+    programs = _acting_programs(act, dist, deterministic, None, takes_key)
+    greedy = functools.partial(programs["greedy"], params, act_key)
 
     def logp_box(obs, actions):
         if deterministic:
             return _point_mass_logp(_chunked(greedy, obs), actions)
-        logp = _chunked(functools.partial(programs["logp"], params), obs,
+        logp = _chunked(functools.partial(programs["logp"], params, act_key), obs,
                         jnp.asarray(actions, jnp.float32))
         return logp.astype(np.float64) - scale
 
@@ -106,7 +111,8 @@ def from_acting(act: Callable, dist, params: Any, act_spec, explore: bool = True
         key = jax.random.PRNGKey(seed)
         n = int(np.shape(jax.tree_util.tree_leaves(obs)[0])[0])
         outs = [np.asarray(programs["draw"](
-                    params, jax.tree_util.tree_map(lambda x, i=i: x[i:i + _CHUNK], obs),
+                    params, act_key, jax.tree_util.tree_map(lambda x, i=i: x[i:i + _CHUNK],
+                                                            obs),
                     jax.random.fold_in(key, i), m=m))
                 for i in range(0, max(n, 1), _CHUNK)]
         return clip_to(act_spec, np.concatenate(outs))
@@ -116,16 +122,21 @@ def from_acting(act: Callable, dist, params: Any, act_spec, explore: bool = True
 
 @functools.lru_cache(maxsize=32)
 def _acting_programs(act: Callable, dist, deterministic: bool,
-                     discrete: tuple[int, int] | None) -> dict[str, Callable]:
-    """The jitted `(params, obs, ...)` functions of one acting policy: Discrete
-    (`discrete=(start, n)`) `probs`; Box `logp` (of the distribution's own density), `greedy`
-    and `draw` (m samples a row, compiled once per m)."""
+                     discrete: tuple[int, int] | None,
+                     takes_key: bool = False) -> dict[str, Callable]:
+    """The jitted `(params, key, obs, ...)` functions of one acting policy (`key` reaches
+    `act` where it `takes_key`): Discrete (`discrete=(start, n)`) `probs`; Box `logp` (of the
+    distribution's own density), `greedy` and `draw` (m samples a row, compiled once per m)."""
+
+    def inputs_of(params, key, obs):
+        return act(params, key, obs) if takes_key else act(params, obs)
+
     if discrete is not None:
         start, n = discrete
 
         @jax.jit
-        def probs(params, obs):
-            inputs = act(params, obs)
+        def probs(params, key, obs):
+            inputs = inputs_of(params, key, obs)
             if deterministic:
                 return jax.nn.one_hot(dist.greedy(inputs) - start, n)
             return jax.nn.softmax(inputs, axis=-1)
@@ -133,13 +144,15 @@ def _acting_programs(act: Callable, dist, deterministic: bool,
         return {"probs": probs}
 
     @functools.partial(jax.jit, static_argnames="m")
-    def draw(params, obs, key, m):
-        inputs = act(params, obs)
+    def draw(params, act_key, obs, key, m):
+        inputs = inputs_of(params, act_key, obs)
         keys = jax.random.split(key, m)
         return jnp.stack([dist.sample(inputs, k) for k in keys], axis=1)
 
-    return {"logp": jax.jit(lambda params, obs, a: dist.logp(act(params, obs), a)),
-            "greedy": jax.jit(lambda params, obs: dist.greedy(act(params, obs))), "draw": draw}
+    return {"logp": jax.jit(lambda params, key, obs, a: dist.logp(inputs_of(params, key, obs),
+                                                                   a)),
+            "greedy": jax.jit(lambda params, key, obs: dist.greedy(inputs_of(params, key, obs))),
+            "draw": draw}
 
 
 def _logp_of_actions(probs: np.ndarray, actions, start: int) -> np.ndarray:
