@@ -36,9 +36,14 @@ def this_checkout() -> None:
 
 
 PACKAGE = "rljax_offline"
-# Public packages, each one API page; their modules whose names start with "_" are private.
-API_PACKAGES = ("episode", "data", "connectors", "models", "learning", "algorithms", "acting",
-                "ope", "export", "envs", "runtime", "apps", "cli")
+# The layers in the flow's order; a package not named here (a new one) follows them, so every
+# package gets its API page. Modules whose names start with "_" are private.
+LAYER_ORDER = ("episode", "data", "connectors", "models", "learning", "algorithms", "acting",
+               "ope", "export", "envs", "runtime", "apps", "cli")
+API_PACKAGES = tuple(sorted(
+    (p.parent.name for p in (ROOT / PACKAGE).glob("*/__init__.py")),
+    key=lambda name: (LAYER_ORDER.index(name) if name in LAYER_ORDER else len(LAYER_ORDER),
+                      name)))
 # Top-level modules that are no package: each is a section of the "core" page.
 API_MODULES = ("errors", "spaces", "tree_util")
 

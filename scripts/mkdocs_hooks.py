@@ -119,7 +119,24 @@ class DoctestFencesExtension(Extension):
         md.preprocessors.register(DoctestFences(md), "doctest_fences", 40)
 
 
+def _fill_packages(nav: list) -> bool:
+    """Sets the nav's "Packages" entry (under "Reference") to one page per public package."""
+    for item in nav:
+        if isinstance(item, dict):
+            for key, value in item.items():
+                if key == "Packages":
+                    item[key] = [{name: f"reference/api/{name}.md"}
+                                 for name in docs_reference.API_PACKAGES]
+                    item[key].append({"core modules": "reference/api/core.md"})
+                    return True
+                if isinstance(value, list) and _fill_packages(value):
+                    return True
+    return False
+
+
 @event_priority(100)  # before mkdocstrings reads the Markdown extensions
 def on_config(config):
     config.markdown_extensions.append(DoctestFencesExtension())
+    if not _fill_packages(config.nav or []):
+        raise ValueError("mkdocs.yml's nav has no \"Packages\" entry for the API pages")
     return config
