@@ -19,13 +19,14 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "scripts"))
 
 import docs_reference  # noqa: E402
 
-CHECKED = ("export", "runtime", "learning")
+CHECKED = ("export", "runtime", "learning", "envs")
 
 
 def documented_names(obj) -> set[str]:
     """The names in the docstring's Args / Parameters / Attributes / Other parameters sections
-    (Google style, as griffe reads it for the API pages)."""
-    doc = inspect.getdoc(obj) or ""
+    (Google style, as griffe reads it for the API pages); the object's own docstring, not one
+    inherited from a base class."""
+    doc = inspect.cleandoc(obj.__doc__ or "")
     sections = griffe.Docstring(doc).parse("google", warnings=False)
     names = set()
     for section in sections:
