@@ -40,24 +40,31 @@ def _fence(text: str, lang: str = "") -> list[str]:
 def notebook_page(path: pathlib.Path) -> tuple[str, dict[str, bytes]]:
     """A notebook as Markdown with its saved outputs, and {image name: PNG bytes}."""
     nb = json.loads(path.read_text())
-    lines = [f"<!-- rendered from notebooks/{path.name} at build time; run it with "
-             f"jupyter, or see tests/test_notebooks.py -->", "",
-             f"The notebook `notebooks/{path.name}` as executed, with its saved outputs: open "
-             "it in Jupyter to run it yourself.", ""]
+    note = [f"*The notebook `notebooks/{path.name}` as executed, with its saved outputs "
+            "(`tests/test_notebooks.py` runs it): open it in Jupyter to run it yourself.*", ""]
+    lines: list[str] = []
     images: dict[str, bytes] = {}
     for cell in nb["cells"]:
         source = _text(cell.get("source", ""))
         if cell["cell_type"] == "markdown":
             lines += [source, ""]
+            if note:  # under the notebook's title
+                lines += note
+                note = []
             continue
         if cell["cell_type"] != "code" or not source.strip():
             continue
         lines += _fence(source, "python")
+        stream = ""
         for out in cell.get("outputs", []):
-            data = out.get("data", {})
             if out.get("output_type") == "stream":
-                lines += _fence(_text(out.get("text", "")), "text")
-            elif "image/png" in data:
+                stream += _text(out.get("text", ""))
+                continue
+            if stream:
+                lines += _fence(stream, "text")
+                stream = ""
+            data = out.get("data", {})
+            if "image/png" in data:
                 name = f"{path.stem}-{len(images)}.png"
                 images[name] = base64.b64decode(_text(data["image/png"]))
                 lines += [f"![output]({name})", ""]
@@ -65,7 +72,9 @@ def notebook_page(path: pathlib.Path) -> tuple[str, dict[str, bytes]]:
                 lines += _fence(_text(data["text/plain"]), "text")
             elif out.get("output_type") == "error":
                 lines += _fence("\n".join(out.get("traceback", [])), "text")
-    return "\n".join(lines) + "\n", images
+        if stream:
+            lines += _fence(stream, "text")
+    return "\n".join(note + lines) + "\n", images
 
 
 def on_files(files: Files, config) -> Files:

@@ -24,6 +24,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGES = {"home": "", "api-episode": "reference/api/episode/"}
 
 
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - the base class's name
+        pass
+
+
 def build(site: pathlib.Path) -> None:
     subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
                     "--site-dir", str(site)], cwd=ROOT, check=True)
@@ -51,19 +56,22 @@ def main() -> int:
                         help="folder for the PNGs (default: site-screenshots/)")
     parser.add_argument("--browser", default=None, help="Chromium binary (default: found)")
     parser.add_argument("--height", type=int, default=1400, help="window height in px")
+    parser.add_argument("--page", action="append", default=[], metavar="NAME=PATH",
+                        help="another page to capture, e.g. quickstart=tutorials/01_quickstart/")
     args = parser.parse_args()
+    pages = {**PAGES, **dict(item.split("=", 1) for item in args.page)}
     browser = find_browser(args.browser)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         site = pathlib.Path(tmp) / "site"
         build(site)
-        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+        handler = functools.partial(_QuietHandler, directory=str(site))
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
         try:
-            for name, path in PAGES.items():
+            for name, path in pages.items():
                 png = out / f"{name}.png"
                 screenshot(browser, f"http://127.0.0.1:{server.server_port}/{path}", png,
                            args.height)
