@@ -19,7 +19,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "scripts"))
 
 import docs_reference  # noqa: E402
 
-CHECKED = ("export", "runtime", "learning", "envs")
+CHECKED = ("export", "runtime", "learning", "envs", "models")
 
 
 def documented_names(obj) -> set[str]:
@@ -37,10 +37,13 @@ def documented_names(obj) -> set[str]:
 
 def parameters(obj) -> list[str]:
     """What a caller passes: a function's parameters, a class's constructor parameters
-    (a dataclass's or NamedTuple's fields), never `self`, `*args` or `**kwargs`."""
+    (a dataclass's or NamedTuple's fields), never `self`, `*args` or `**kwargs` (nor a flax
+    module's `parent` and `name`, which flax adds to every module)."""
     if inspect.isclass(obj):
         if dataclasses.is_dataclass(obj):
-            return [f.name for f in dataclasses.fields(obj) if f.init]
+            flax_module = any(c.__module__.startswith("flax.") for c in obj.__mro__[1:])
+            return [f.name for f in dataclasses.fields(obj) if f.init
+                    and not (flax_module and f.name in ("parent", "name"))]
         if hasattr(obj, "_fields"):  # NamedTuple
             return list(obj._fields)
         target = obj.__init__ if "__init__" in vars(obj) else None
