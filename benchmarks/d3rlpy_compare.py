@@ -6,7 +6,7 @@ gets the same transitions as an `MDPDataset`), with the same batch size (d3rlpy'
 number of updates, several seeds, and evaluates the greedy policy on 10 episodes after each
 tenth of the run (`_offline_runs.py`). d3rlpy runs at its defaults (Box actions scaled to the
 env's bounds with `MinMaxActionScaler`, TD3+BC with its standard observation scaler); ours at
-our defaults, which the README's d3rlpy section compares with RLlib's and d3rlpy's.
+our defaults, which the docs' d3rlpy parity page compares with RLlib's and d3rlpy's.
 
 Printed per case: the level (mean of the last three evaluations) as mean +- std over seeds
 for each library, the best single evaluation (information only: one evaluation is noise),
@@ -245,7 +245,8 @@ def row_figures(r: dict) -> tuple:
 
 
 def print_tables(rows: list[dict]) -> None:
-    """The summary rows as a fixed-width table, then as Markdown (the README's)."""
+    """The summary rows as a fixed-width table, then as Markdown (the table of
+    docs/benchmarks/d3rlpy-parity.md)."""
     fixed, markdown = ROW_FORMATS
     print(f"\n{'case':15} {'updates':>7} {'seeds':>7} {'ours level':>16} "
           f"{'d3rlpy level':>16} {'ours best':>9} {'d3 best':>8} {'ours/s':>7} "

@@ -1,7 +1,7 @@
-"""The README's "Add your own algorithm" example (deterministic BC for Box actions) runs as
-written: the code block is taken from the README, registered, trained on Pendulum expert data,
-checkpointed and restored through the registry, and run on 8 devices. (TD3+BC, the README's
-example before it was built in, has its own tests in test_td3_bc.py.)"""
+"""The "Add your own algorithm" guide's example (deterministic BC for Box actions) runs as
+written: the code block is taken from docs/guides/custom-algorithm.md, registered, trained on
+Pendulum expert data, checkpointed and restored through the registry, and run on 8 devices.
+(TD3+BC, the guide's example before it was built in, has its own tests in test_td3_bc.py.)"""
 
 import re
 
@@ -14,11 +14,10 @@ from rljax_offline.acting.env_runner import record_expert
 
 
 def readme_example() -> dict:
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("### Add your own algorithm"):]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    text = (REPO / "docs" / "guides" / "custom-algorithm.md").read_text()
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
     namespace: dict = {"__name__": "readme_deterministic_bc"}
-    exec(compile(code, "README.md (Add your own algorithm)", "exec"), namespace)
+    exec(compile(code, "docs/guides/custom-algorithm.md", "exec"), namespace)
     return namespace
 
 

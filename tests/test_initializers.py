@@ -81,7 +81,7 @@ def test_no_initializer_keeps_ours_and_a_flax_initializer_is_used_as_given():
 
 def test_td3_bc_starts_from_pytorchs_draw_and_goes_back_to_flaxs():
     """TD3+BC's default model config is `TORCH_DEFAULT`'s draw; the keys at None give
-    flax's back (the README's flax-draw comparison runs it)."""
+    flax's back (the d3rlpy parity page's flax-draw comparison runs it)."""
     config = TD3BCConfig()
     p = layers(continuous_q_network(OBS, ACT, config.model_config).init(jax.random.PRNGKey(4)))
     bias = np.asarray(p["Dense_0"]["bias"])

@@ -1,5 +1,6 @@
-"""The README's Layout section lists every file of `rljax_offline/` with its one concern, and
-no file that is gone: a file added, moved or deleted fails here until the section says so."""
+"""The site's Layout page (docs/reference/layout.md) lists every file of `rljax_offline/` with
+its one concern, and no file that is gone: a file added, moved or deleted fails here until the
+page says so."""
 
 import pathlib
 import re
@@ -9,10 +10,9 @@ PACKAGE = "rljax_offline"
 
 
 def layout_tree() -> dict[str, str]:
-    """{path under the repository: concern} from the fenced tree of README's "## Layout"."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```\n(.*?)```", section, re.S).group(1)
+    """{path under the repository: concern} from the fenced tree of the Layout page."""
+    page = (ROOT / "docs" / "reference" / "layout.md").read_text()
+    block = re.search(r"```\n(.*?)```", page, re.S).group(1)
     listed, folders = {}, []  # folders: the open folder at each indent level
     for line in block.splitlines():
         if not line.strip() or not (line.startswith(f"{PACKAGE}/") or line.startswith(" ")):
@@ -33,11 +33,11 @@ def test_layout_section_lists_every_file_and_no_stale_one():
     missing = sorted(tree - set(listed))
     stale = sorted(set(listed) - tree)
     assert not missing and not stale, (
-        "README.md's Layout section is out of date; add each missing file with its one "
+        "docs/reference/layout.md is out of date; add each missing file with its one "
         f"concern, drop each stale one.\n  missing (in the tree, not listed): {missing}\n"
         f"  stale (listed, not in the tree): {stale}")
 
 
 def test_every_listed_file_says_its_concern():
     silent = sorted(path for path, concern in layout_tree().items() if not concern)
-    assert not silent, f"files listed in README's Layout without their concern: {silent}"
+    assert not silent, f"files listed in docs/reference/layout.md without their concern: {silent}"

@@ -299,7 +299,8 @@ class ActorPolicy:
         `forward`, `initial_state`), e.g. `make_policy(...)` or an algorithm's acting module.
       params: its parameters (settable between steps: `actor.params = new`).
       spaces: the env's `Spaces`.
-      env_to_module, module_to_env: connector pipelines (see `make_actor`).
+      env_to_module: the env-to-module connector pipeline (see `make_actor`).
+      module_to_env: the module-to-env connector pipeline.
       env_to_module_state: the fitted env-to-module state (settable: `actor.e2m_state`).
       lookback: how many past steps env-to-module reads, at least the pipeline's `lookback`.
       explore: sample actions (True) or act greedily (False).

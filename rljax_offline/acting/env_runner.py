@@ -67,9 +67,12 @@ class EnvRunner:
       policy: see the module docstring.
       num_envs: vectorised env copies stepped together (one policy call per step).
       seed: seeds the envs' resets (episode k of env i is reproducible) and the policy RNG.
-      env_to_module, module_to_env: optional connector pipelines around a plain `policy`
-        (see `ActorPolicy`); `env_to_module_state` their fitted state (else fresh),
-        `lookback` the past steps env-to-module reads, `explore` sample instead of greedy.
+      env_to_module: optional env-to-module connector pipeline around a plain `policy`
+        (see `ActorPolicy`).
+      module_to_env: optional module-to-env connector pipeline around a plain `policy`.
+      env_to_module_state: the fitted env-to-module state (else fresh).
+      lookback: the past steps env-to-module reads.
+      explore: sample instead of acting greedily.
     """
 
     def __init__(self, env: Any, policy: Callable | Any, *, num_envs: int = 1, seed: int = 0,

@@ -94,7 +94,12 @@ def read_meta(dataset: str | dict) -> dict:
 def normalized_score(episode_return: Any, dataset: str | dict) -> Any:
     """D4RL's normalized score, `100 * (R - ref_min_score) / (ref_max_score - ref_min_score)`,
     with the constants of `dataset` (its folder or its `dataset.json` as a dict): 0 is the
-    random policy, 100 the expert, both as measured when the data was made."""
+    random policy, 100 the expert, both as measured when the data was made.
+
+    Args:
+      episode_return: a return, or an array of them.
+      dataset: the data set's folder, or its `dataset.json` as a dict.
+    """
     meta = read_meta(dataset)
     lo, hi = float(meta["ref_min_score"]), float(meta["ref_max_score"])
     if not hi > lo:

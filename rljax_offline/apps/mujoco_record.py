@@ -93,12 +93,17 @@ def make_dataset(name: str, output: str, *, num_steps: int = DEFAULT_NUM_STEPS,
     and returns its `dataset.json` contents.
 
     Args:
+      name: the data set (`apps.mujoco_datasets.RECIPES`, e.g. "hopper-medium").
+      output: the new folder to write.
       num_steps: the size in env steps (whole episodes; `medium-replay` has the learner's
         steps up to the medium checkpoint instead).
       env_steps: the SAC run's budget (the cache holds one run per env, seed and budget).
       seed: seeds SAC and the recordings: same seed, same data.
       eval_episodes: episodes of the random and expert policies behind the normalization
         constants.
+      cache_dir: where SAC runs are cached (None: `~/.cache/rljax_offline/mujoco`).
+      num_envs: vectorised envs recording together.
+      log: a callable given progress lines (None: silent).
     """
     r = recipe(name)
     if importlib.util.find_spec("mujoco") is None:

@@ -58,8 +58,17 @@ def record_mixed(name: str, path: str, *, num_episodes: int | None = None, seed:
                  num_envs: int = 8, progress: bool = False, **write_options) -> list[str]:
     """Records recipe `name` to Parquet under `path` and returns the files written.
 
-    `num_episodes` overrides the recipe's size; `write_options` go to `EpisodeWriter`
-    (e.g. `output_write_episodes=False` for tabular rows). Same seed, same data.
+    Same seed, same data.
+
+    Args:
+      name: a recipe (`RECIPES`: "cartpole-mixed", "pendulum-mixed", ...).
+      path: the output folder.
+      num_episodes: overrides the recipe's size.
+      seed: seeds the envs and the behaviour mix.
+      num_envs: vectorised envs recording together.
+      progress: show a progress bar.
+      **write_options: go to `EpisodeWriter` (e.g. `output_write_episodes=False` for
+        tabular rows).
     """
     # start-up: acting.env_runner (with the data package and pyarrow) costs ~50 ms, and
     # `rljax-offline --help` loads this module for the recipe names

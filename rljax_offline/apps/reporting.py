@@ -60,7 +60,11 @@ class JsonLinesLogger:
     """Appends every result, whole, as one JSON line (a resumed run continues its file).
 
     The file is opened at the first `log`, so a resumed run can trim rows logged after its
-    checkpoint (`training_loop.trim_metrics`) after the logger was made."""
+    checkpoint (`training_loop.trim_metrics`) after the logger was made.
+
+    Args:
+      path: the JSON-lines file (`metrics.jsonl`).
+    """
 
     def __init__(self, path: str):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -86,7 +90,11 @@ def _json_default(x: Any) -> Any:
 
 
 class TensorBoardLogger:
-    """TensorBoard event files under `logdir` (`tensorboard --logdir <out>` shows them)."""
+    """TensorBoard event files under `logdir` (`tensorboard --logdir <out>` shows them).
+
+    Args:
+      logdir: the folder for the event files.
+    """
 
     def __init__(self, logdir: str):
         try:
@@ -109,7 +117,14 @@ class TensorBoardLogger:
 
 
 class WandbLogger:
-    """Scalars to a Weights & Biases run (`wandb` must be installed; it is never required)."""
+    """Scalars to a Weights & Biases run (`wandb` must be installed; it is never required).
+
+    Args:
+      project: the W&B project.
+      run_dir: where wandb keeps its local files (None: its default).
+      config: the run's config, shown by W&B.
+      name: the run's name (None: W&B picks one).
+    """
 
     def __init__(self, project: str, *, run_dir: str | None = None,
                  config: Mapping[str, Any] | None = None, name: str | None = None):
@@ -129,7 +144,11 @@ class WandbLogger:
 
 
 class MultiLogger:
-    """Several loggers as one; a context manager that closes them all."""
+    """Several loggers as one; a context manager that closes them all.
+
+    Args:
+      *loggers: objects with `log(result, step)` and `close()`; None entries are dropped.
+    """
 
     def __init__(self, *loggers: Logger):
         self.loggers = [lg for lg in loggers if lg is not None]
@@ -152,7 +171,14 @@ class MultiLogger:
 def default_logger(out_dir: str, *, tensorboard: bool = True, wandb_project: str | None = None,
                    config: Mapping[str, Any] | None = None) -> MultiLogger:
     """A run's loggers: `out_dir/metrics.jsonl`, TensorBoard events in `out_dir` (unless
-    `tensorboard=False`) and, with `wandb_project`, W&B."""
+    `tensorboard=False`) and, with `wandb_project`, W&B.
+
+    Args:
+      out_dir: the run's folder.
+      tensorboard: write TensorBoard events too.
+      wandb_project: a W&B project to log to as well (None: no W&B).
+      config: the run's config, for W&B.
+    """
     loggers: list[Logger] = [JsonLinesLogger(os.path.join(out_dir, "metrics.jsonl"))]
     try:
         if tensorboard:

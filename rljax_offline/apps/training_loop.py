@@ -96,6 +96,18 @@ def run_training(config: AlgorithmConfig, *, iterations: int = 50,
     `resumed_from_iteration`, the checkpoint's iteration or 0, and `iterations_trained`, the
     iterations this call ran). In a
     multi-process run every process trains and process 0 alone writes.
+
+    Args:
+      config: the algorithm's config.
+      iterations: the most `train()` calls.
+      stop_return: stop once the evaluation's `episode_return_mean` reaches it (None: never).
+      out_dir: the run's folder (checkpoint, metrics, plot).
+      progress: show a progress bar on stderr.
+      emit: called with each iteration's summary (the CLI prints it as a JSON line).
+      resume: continue from `out_dir/checkpoint` when there is one.
+      logger: a logger, or a callable that makes one on the writing process (None: the
+        default loggers).
+      plot_x_axis: the learning curve's x-axis: "iteration", "samples" or "updates".
     """
     from tqdm import tqdm
 

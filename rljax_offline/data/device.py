@@ -145,9 +145,10 @@ def make_device_dataset(*, batch_size: int, num_local_devices: int,
     Args:
       batch_size: rows of one global minibatch (over all devices).
       num_local_devices: this process's devices: rows are padded to a multiple of it.
-      put_sharded / put_replicated: place a host pytree on the devices, sharded on rows /
-        the same on every device (the runtime's placement; in a multi-process run each
-        process passes its own rows and gets global arrays).
+      put_sharded: places a host pytree on the devices, sharded on rows (the runtime's
+        placement; in a multi-process run each process passes its own rows and gets global
+        arrays).
+      put_replicated: places a host pytree on the devices, the same on every device.
       axis_name: the device axis the sample runs under (None: one device, plain jit).
       sample_unit: "timesteps" or "episodes" (see `sample_valid_rows`).
       allgather: in a multi-process run, `int vector -> every process's vector` (in process

@@ -128,7 +128,8 @@ def iter_minari_episodes(source: str, *, observation_space: Any = None,
       source: `"minari:DATASET_ID"`, a dataset id, or a path to a dataset folder.
       observation_space: if given, its shapes and dtypes must be the dataset's (a clear error
         otherwise).
-      process_index, process_count: this process reads every `process_count`-th episode.
+      process_index: this process's index: it reads every `process_count`-th episode.
+      process_count: how many processes share the episodes.
     """
     ds = load_minari_dataset(source)
     name = str(source)

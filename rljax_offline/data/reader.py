@@ -158,7 +158,8 @@ def iter_episodes(input_: Any, *, input_read_episodes: bool = True,
       input_read_episodes: True for episode rows, False for tabular rows (one timestep a row,
         grouped into episodes by `eps_id`).
       input_read_schema: maps our column names onto the file's (`{"obs": "o_t", ...}`).
-      input_filesystem, input_filesystem_kwargs: a `pyarrow.fs` filesystem (or "s3", "gcs").
+      input_filesystem: a `pyarrow.fs` filesystem (or "s3", "gcs").
+      input_filesystem_kwargs: keyword arguments that build `input_filesystem` from its name.
       on_bad_file: "raise" (default) or "skip"; skipped files land in `skipped`.
       shuffle_buffer_size: episodes held in a buffer that yields a random one (0: file order).
       prefetch: episodes decoded ahead on a background thread (0: none).
@@ -168,9 +169,11 @@ def iter_episodes(input_: Any, *, input_read_episodes: bool = True,
         decoding: the file footers give the row counts, the shuffle buffer is replayed on
         row indices, and only the episodes then held in the buffer are decoded; other
         formats decode the first `start` episodes again and drop them.
-      process_index, process_count: this process reads every `process_count`-th file.
-      observation_space, action_space: every episode's values are checked against these
-        (or, when not given, the spaces stored with the episode): see `data.validate`.
+      process_index: this process's index: it reads every `process_count`-th file.
+      process_count: how many processes share the files.
+      observation_space: every episode's observations are checked against it (or, when not
+        given, the space stored with the episode): see `data.validate`.
+      action_space: the same for the actions.
       skipped: a `SkipReport` that collects what "skip" mode skipped and why.
     """
     if start < 0:

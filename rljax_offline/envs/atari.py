@@ -19,7 +19,12 @@ import numpy as np
 
 
 class NoopReset(gym.Wrapper):
-    """After reset, a random number (1..`noop_max`) of no-op actions (action 0)."""
+    """After reset, a random number (1..`noop_max`) of no-op actions (action 0).
+
+    Args:
+      env: the ALE env.
+      noop_max: the most no-op actions after a reset.
+    """
 
     def __init__(self, env: gym.Env, noop_max: int = 30):
         super().__init__(env)
@@ -38,7 +43,12 @@ class NoopReset(gym.Wrapper):
 
 class MaxAndSkip(gym.Wrapper):
     """Each action repeated `skip` times; rewards summed; the observation is the pixel-wise
-    max of the last two frames (Atari sprites flicker between frames)."""
+    max of the last two frames (Atari sprites flicker between frames).
+
+    Args:
+      env: the ALE env, made with `frameskip=1`.
+      skip: how many frames each action is repeated for.
+    """
 
     def __init__(self, env: gym.Env, skip: int = 4):
         super().__init__(env)
@@ -61,7 +71,11 @@ class MaxAndSkip(gym.Wrapper):
 
 class EpisodicLife(gym.Wrapper):
     """A lost life ends the episode (`terminated`), the game goes on at the next reset; reads
-    the `lives` entry ALE puts into `info`. For training only: evaluate on whole games."""
+    the `lives` entry ALE puts into `info`. For training only: evaluate on whole games.
+
+    Args:
+      env: the ALE env.
+    """
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
@@ -89,7 +103,11 @@ class EpisodicLife(gym.Wrapper):
 
 
 class FireReset(gym.Wrapper):
-    """Presses FIRE (action 1) after reset, for games that wait for it."""
+    """Presses FIRE (action 1) after reset, for games that wait for it.
+
+    Args:
+      env: the ALE env; its action 1 must be FIRE (else a `ValueError`).
+    """
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
@@ -116,7 +134,13 @@ def area_weights(n_in: int, n_out: int) -> np.ndarray:
 
 
 class WarpFrame(gym.ObservationWrapper):
-    """RGB frames -> `uint8` `(dim, dim, 1)` grayscale (ITU-R 601 luma), area-resized."""
+    """RGB frames -> `uint8` `(dim, dim, 1)` grayscale (ITU-R 601 luma), area-resized.
+
+    Args:
+      env: an env of RGB frames.
+      dim: the output frames' side in pixels.
+      grayscale: convert to one luma channel (False: keep the input's channels).
+    """
 
     def __init__(self, env: gym.Env, dim: int = 84, grayscale: bool = True):
         super().__init__(env)
@@ -141,7 +165,16 @@ def wrap_atari(env: gym.Env, *, dim: int = 84, frameskip: int = 4, noop_max: int
                episodic_life: bool = True, grayscale: bool = True) -> gym.Env:
     """The standard preprocessing stack. Make the ALE env with `frameskip=1` (the wrapper
     skips frames), e.g. `wrap_atari(gym.make("ALE/Pong-v5", frameskip=1))`; evaluate with
-    `episodic_life=False`."""
+    `episodic_life=False`.
+
+    Args:
+      env: the ALE env, made with `frameskip=1`.
+      dim: the frames' side after resizing (84).
+      frameskip: frames each action is repeated for (max-pooled over the last two).
+      noop_max: the most no-op actions after a reset.
+      episodic_life: a lost life ends the episode (training only).
+      grayscale: one luma channel instead of RGB.
+    """
     env = NoopReset(env, noop_max)
     if frameskip > 1:
         env = MaxAndSkip(env, frameskip)

@@ -26,7 +26,13 @@ def register_envs() -> None:
 
 
 def env_factory(env: Any, env_config: dict | None = None) -> Callable[[], gym.Env]:
-    """A no-argument function that makes one env of `env` (an id or a factory)."""
+    """A no-argument function that makes one env of `env` (an id or a factory).
+
+    Args:
+      env: a gymnasium id (`"CartPole-v1"`, `"StatelessCartPole-v1"`) or a factory
+        `env_config -> gym.Env`.
+      env_config: keyword arguments of `gym.make`, or the factory's argument.
+    """
     cfg = dict(env_config or {})
     if isinstance(env, str):
         register_envs()
@@ -37,5 +43,10 @@ def env_factory(env: Any, env_config: dict | None = None) -> Callable[[], gym.En
 
 
 def make_env(env: Any, env_config: dict | None = None) -> gym.Env:
-    """One env of `env` (an id or a factory `env_config -> env`)."""
+    """One env of `env` (an id or a factory `env_config -> env`).
+
+    Args:
+      env: a gymnasium id or a factory `env_config -> gym.Env`.
+      env_config: keyword arguments of `gym.make`, or the factory's argument.
+    """
     return env_factory(env, env_config)()

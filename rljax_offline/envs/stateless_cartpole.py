@@ -17,6 +17,10 @@ class StatelessCartPole(gym.ObservationWrapper):
 
     `full_observation(obs)` is not needed by users; `last_full_observation` keeps the
     unmasked state of the latest step, so a scripted expert can act on it while recording.
+
+    Args:
+      env: a CartPole env to wrap, or None / an `env_config` dict (what `EnvRunner`'s
+        factories pass) to make `CartPole-v1` with it.
     """
 
     def __init__(self, env: gym.Env | dict | None = None):

@@ -29,7 +29,15 @@ _JNP = {k: getattr(jnp, k) for k in _FLAX_RNN_NEEDS}  # as JAX made them
 
 
 def export_stablehlo(parts: PolicyParts, path: str) -> str:
-    """Writes the serialized `jax.export.Exported` of the greedy policy to `path`."""
+    """Writes the serialized `jax.export.Exported` of the greedy policy to `path`.
+
+    Args:
+      parts: the policy to export (its module, params and pipelines).
+      path: the file to write.
+
+    Returns:
+      `path`.
+    """
     return _write_stablehlo(prepare(parts), path)
 
 
@@ -40,7 +48,11 @@ def _write_stablehlo(step: Step, path: str) -> str:
 
 def load_stablehlo(path: str) -> Callable:
     """The exported policy as a callable (plain JAX): `obs -> (actions, action_dist_inputs)`,
-    or for a policy that carries state `inputs -> (actions, action_dist_inputs[, state])`."""
+    or for a policy that carries state `inputs -> (actions, action_dist_inputs[, state])`.
+
+    Args:
+      path: a file written by `export_stablehlo` (or `export_policy`).
+    """
     with open(path, "rb") as f:
         return jax.export.deserialize(bytearray(f.read())).call
 
@@ -48,7 +60,19 @@ def load_stablehlo(path: str) -> Callable:
 def export_onnx(parts: PolicyParts, path: str, *, opset: int = 17) -> str:
     """Writes the greedy policy as an ONNX model through jax2onnx: one input a leaf of the
     argument, named by its path (`obs`, `obs.pos`, `state.h`, `t`), outputs `actions`,
-    `action_dist_inputs` and for recurrent policies `state_out.<leaf>`."""
+    `action_dist_inputs` and for recurrent policies `state_out.<leaf>`.
+
+    Args:
+      parts: the policy to export.
+      path: the file to write.
+      opset: the ONNX opset version.
+
+    Returns:
+      `path`.
+
+    Raises:
+      ExportError: jax2onnx cannot convert the policy (see the export guide's limits).
+    """
     return _write_onnx(prepare(parts), path, opset)
 
 
@@ -103,8 +127,20 @@ def _plain_jax_numpy():
 
 
 def export_policy(parts: PolicyParts, path: str, format: str = "stablehlo") -> str:
-    """Exports the greedy policy to `path` as `format` ("stablehlo" or "onnx"), and its
-    signature to `<path>.json`."""
+    """Exports the greedy policy to `path` as `format`, and its signature to `<path>.json`.
+
+    Args:
+      parts: the policy to export (`Algorithm.export_policy` makes them from a trained
+        algorithm).
+      path: the file to write.
+      format: "stablehlo" or "onnx" (`FORMATS`).
+
+    Returns:
+      `path`.
+
+    Raises:
+      ExportError: an unknown format, or a policy the format cannot express.
+    """
     if format not in FORMATS:
         raise ExportError(f"format must be one of {FORMATS}, got {format!r}")
     step = prepare(parts)

@@ -39,8 +39,13 @@ def _batch_dim(batch: Any):
 
 
 def observation_signature(spaces: Spaces, batch: Any = "B", lookback: int = 0) -> Any:
-    """`jax.ShapeDtypeStruct`s of a batch of raw observations (`batch` symbolic by default);
-    with `lookback` the last `lookback + 1` observations per env."""
+    """`jax.ShapeDtypeStruct`s of a batch of raw observations.
+
+    Args:
+      spaces: the env's spaces (only the observation space is read).
+      batch: the batch size, symbolic ("B") by default.
+      lookback: past observations per env: the signature holds the last `lookback + 1`.
+    """
     b = _batch_dim(batch)
     window = (lookback + 1,) if lookback else ()
 
@@ -55,7 +60,12 @@ def observation_signature(spaces: Spaces, batch: Any = "B", lookback: int = 0) -
 
 def input_signature(parts: PolicyParts, batch: Any = "B") -> Any:
     """The exported function's argument: the observations' signature, or the `inputs` dict's
-    (see the package docstring)."""
+    (see the package docstring).
+
+    Args:
+      parts: the policy to export.
+      batch: the batch size, symbolic ("B") by default.
+    """
     layout = step_layout(parts)
     b = _batch_dim(batch)  # one symbolic dimension shared by every input
     obs = observation_signature(parts.spaces, b, layout.observation_lookback)
@@ -129,7 +139,12 @@ def prepare(parts: PolicyParts) -> Step:
 
 def signature(parts: PolicyParts, format: str = "stablehlo") -> dict:
     """What the sidecar says: every input and output (name, shape with `"B"`, dtype), the
-    state's zeros to start from, and what `t` means (JSON-able)."""
+    state's zeros to start from, and what `t` means (JSON-able).
+
+    Args:
+      parts: the policy to export.
+      format: the export format the sidecar describes ("stablehlo" or "onnx").
+    """
     return signature_of(prepare(parts), format)
 
 
@@ -151,7 +166,12 @@ def signature_of(step: Step, format: str) -> dict:
 
 def initial_state(path: str, batch_size: int) -> dict:
     """The recurrent state to start `batch_size` envs from, zeros as the sidecar of the
-    export at `path` describes (`{"h": [B, cell], ...}`), in numpy."""
+    export at `path` describes (`{"h": [B, cell], ...}`), in numpy.
+
+    Args:
+      path: the exported file (its sidecar `<path>.json` is read).
+      batch_size: how many envs step together.
+    """
     with open(signature_path(path)) as f:
         doc = json.load(f)
     if "initial_state" not in doc:
@@ -168,5 +188,9 @@ def initial_state(path: str, batch_size: int) -> dict:
 
 
 def signature_path(path: str) -> str:
-    """Where the sidecar of the export at `path` is."""
+    """Where the sidecar of the export at `path` is (`<path>.json`).
+
+    Args:
+      path: the exported file.
+    """
     return os.fspath(path) + SIGNATURE_SUFFIX

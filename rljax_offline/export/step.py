@@ -25,7 +25,8 @@ class PolicyParts(NamedTuple):
         `apply(params, obs)`; a recurrent one also `forward(params, batch)` and
         `initial_state()`.
       params: the module's parameters.
-      env_to_module, env_to_module_state: the env-to-module pipeline and its fitted state.
+      env_to_module: the env-to-module pipeline.
+      env_to_module_state: its fitted state.
       module_to_env: the module-to-env pipeline (its state is initialised from the spaces).
       spaces: the env's observation and action spaces (`Spaces` of specs).
       lookback: past steps the actor keeps at least (`episode_lookback_horizon`).
@@ -53,7 +54,14 @@ def policy_parts(policy: Any) -> PolicyParts:
 
 
 class StepLayout(NamedTuple):
-    """What an exported step reads besides the latest observation."""
+    """What an exported step reads besides the latest observation.
+
+    Attributes:
+      observation_lookback: past observations: `obs` is `[B, lookback + 1, ...]` when > 0.
+      prev_actions: whether it reads the previous action.
+      prev_rewards: whether it reads the previous reward.
+      stateful: whether it carries a recurrent state.
+    """
 
     observation_lookback: int  # past observations: `obs` is `[B, lookback + 1, ...]` when > 0
     prev_actions: bool
@@ -69,7 +77,14 @@ class StepLayout(NamedTuple):
 
 def step_layout(parts: PolicyParts) -> StepLayout:
     """What the actor reads of its window (`acting.window.window_reads`), of which the
-    exported step takes only the previous action / reward."""
+    exported step takes only the previous action / reward.
+
+    Args:
+      parts: the policy to export.
+
+    Raises:
+      ExportError: the pipeline reads more past actions than the previous one.
+    """
     reads = window_reads(parts.env_to_module, parts.spaces, parts.lookback,
                          parts.module.is_stateful)
     if reads.prev_steps > 1:
@@ -96,7 +111,11 @@ def greedy_policy_fn(parts: PolicyParts) -> Callable:
     observation, else `step(inputs)` (see the package docstring); both return
     `(actions, action_dist_inputs)`, and a recurrent one also the state after the step (an
     actor-critic module's actor part: its critic gets the initial state and, its output
-    unused, is dead code in the graph)."""
+    unused, is dead code in the graph).
+
+    Args:
+      parts: the policy to export.
+    """
     layout = step_layout(parts)
     module = parts.module
     params, e2m_state = _host(parts.params), _host(parts.env_to_module_state)

@@ -70,9 +70,19 @@ def _digest(data: bytes) -> str:
 
 def save_checkpoint(path: str, state: Any, meta: dict, files: dict[str, bytes] | None = None
                     ) -> str:
-    """Saves `state` (any pytree), `meta` (JSON-able) and `files` (name -> bytes, checksummed
-    like the others; read back with `load_file`) as the newest generation at `path`; returns
-    `path`. Crash-safe at every step (see the module docstring)."""
+    """Saves a checkpoint as the newest generation at `path`, crash-safe at every step (see
+    the module docstring).
+
+    Args:
+      path: the checkpoint folder (made if missing).
+      state: any pytree (a `TrainState`).
+      meta: JSON-able facts about it (the config, the algorithm's name, ...).
+      files: extra files, name -> bytes, checksummed like the others (read back with
+        `load_file`).
+
+    Returns:
+      `path`.
+    """
     files = dict(files or {})
     clash = set(files) & {STATE_FILE, META_FILE, MANIFEST_FILE}
     if clash or any(os.sep in name or name.startswith(".") for name in files):
@@ -166,7 +176,15 @@ def _read_verified(path: str, name: str) -> bytes:
 
 
 def load_meta(path: str) -> dict:
-    """The meta dict of the newest checkpoint at `path` (checksum verified)."""
+    """The meta dict of the newest checkpoint at `path` (checksum verified).
+
+    Args:
+      path: the checkpoint folder.
+
+    Raises:
+      CheckpointNotFoundError: no complete checkpoint at `path`.
+      CheckpointError: a corrupt meta or manifest.
+    """
     raw = _read_verified(os.fspath(path), META_FILE)
     try:
         meta = json.loads(raw)
@@ -180,8 +198,15 @@ def load_meta(path: str) -> dict:
 
 
 def load_file(path: str, name: str) -> bytes | None:
-    """The bytes of the extra file `name` saved with the newest checkpoint at `path`
-    (checksum verified), or None when that checkpoint has no such file."""
+    """The bytes of an extra file saved with the newest checkpoint (checksum verified).
+
+    Args:
+      path: the checkpoint folder.
+      name: the file's name as given to `save_checkpoint(files=...)`.
+
+    Returns:
+      Its bytes, or None when that checkpoint has no such file.
+    """
     folder, _ = _newest(os.fspath(path))
     if not os.path.exists(os.path.join(folder, name)):
         return None
@@ -189,7 +214,16 @@ def load_file(path: str, name: str) -> bytes | None:
 
 
 def load_state(path: str, target: Any) -> Any:
-    """The saved state (checksum verified), in the structure and dtypes of `target`."""
+    """The saved state (checksum verified), in the structure and dtypes of `target`.
+
+    Args:
+      path: the checkpoint folder.
+      target: a pytree of the saved state's structure (e.g. a freshly initialised
+        `TrainState`).
+
+    Raises:
+      CheckpointError: a checksum mismatch, or a state that does not fit `target`.
+    """
     raw = _read_verified(os.fspath(path), STATE_FILE)
     host_target = jax.tree_util.tree_map(np.asarray, jax.device_get(target))
     try:

@@ -31,7 +31,11 @@ MODES = ("shard_map", "pmap", "jit")
 
 def select_devices(num_devices: int | str = "all") -> list:
     """The devices the learner runs on: this process's first `num_devices` local ones, or,
-    in a multi-process run (`jax.distributed`), every device of every process."""
+    in a multi-process run (`jax.distributed`), every device of every process.
+
+    Args:
+      num_devices: "all" or how many local devices to use.
+    """
     if jax.process_count() > 1:
         local = len(jax.local_devices())
         if num_devices not in ("all", local):
@@ -356,7 +360,11 @@ def prefetch_to_device(batches: Iterable[dict], sharding, size: int = 2) -> Pref
     (`rljax_offline.runtime.prefetch.Prefetcher`), double-buffered by default, so reading,
     batching, the copy and the update overlap.
 
-    `sharding`: a `jax.sharding.Sharding`, or a function that places one batch (e.g.
-    `DataParallel.put_sharded`, which builds global arrays in multi-process runs)."""
+    Args:
+      batches: host batches (dicts of arrays).
+      sharding: a `jax.sharding.Sharding`, or a function that places one batch (e.g.
+        `DataParallel.put_sharded`, which builds global arrays in multi-process runs).
+      size: how many placed batches wait at most (2: double-buffered).
+    """
     put = sharding if callable(sharding) else functools.partial(jax.device_put, device=sharding)
     return Prefetcher(batches, put, size)

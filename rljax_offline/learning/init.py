@@ -41,7 +41,13 @@ def _compile_init(lowered) -> Any:
 
 def init_state(learning: LearningSpec, seed: int = 0, connector_state: Any = ()) -> TrainState:
     """A fresh `TrainState`: online networks, their target copies, one optimizer state per
-    loss, the step counter and the algorithm's statistics, all made by one compiled program."""
+    loss, the step counter and the algorithm's statistics, all made by one compiled program.
+
+    Args:
+      learning: the algorithm's `LearningSpec`.
+      seed: seeds the networks' initial draw and the state's RNG.
+      connector_state: the learner pipeline's state, kept in the `TrainState`.
+    """
     return _traced_init(learning, seed, connector_state)()
 
 
@@ -50,7 +56,13 @@ def start_init_state(learning: LearningSpec, seed: int = 0,
     """`init_state` whose program is traced now, on the caller's thread (so a mistake in the
     spec's `init` raises here), then lowered, compiled and run on a background thread:
     XLA's compile releases the GIL, so the caller reads its data meanwhile. `.result()` is
-    the `TrainState` (or the lowering's, compile's or run's error)."""
+    the `TrainState` (or the lowering's, compile's or run's error).
+
+    Args:
+      learning: the algorithm's `LearningSpec`.
+      seed: seeds the networks' initial draw and the state's RNG.
+      connector_state: the learner pipeline's state, kept in the `TrainState`.
+    """
     return Background(_traced_init(learning, seed, connector_state))
 
 
@@ -101,7 +113,11 @@ def _traced_init(learning: LearningSpec, seed: int,
 
 
 def check_learning_spec(learning: LearningSpec) -> None:
-    """Named errors for a spec the engine cannot step (checked before anything traces)."""
+    """Named errors for a spec the engine cannot step (checked before anything traces).
+
+    Args:
+      learning: the spec to check.
+    """
     names = [loss.name for loss in learning.losses]
     if len(set(names)) != len(names):
         raise ValueError(f"loss names must be unique (one optimizer state each), got {names}")

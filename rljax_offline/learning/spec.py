@@ -41,9 +41,15 @@ import optax
 class TrainState(NamedTuple):
     """Everything an update reads and writes: a pytree, saved whole in checkpoints.
 
-    `params` maps network names (`policy`, `value`, `q`, `target_q`, ...) to their params;
-    `opt_states` maps each `Loss.name` to its optax state; `extra` holds algorithm statistics
-    that change without gradients (MARWIL's moving average of squared advantages)."""
+    Attributes:
+      params: network name (`policy`, `value`, `q`, `target_q`, ...) -> its params.
+      opt_states: each `Loss.name` -> its optax state.
+      step: the number of updates made.
+      rng: the key the next update splits.
+      connector_state: the learner pipeline's state (a fitted mean-std filter, ...).
+      extra: algorithm statistics that change without gradients (MARWIL's moving average
+        of squared advantages).
+    """
 
     params: dict
     opt_states: dict
@@ -62,9 +68,17 @@ class Loss(NamedTuple):
     `metrics` values are per-example `[N]` arrays (reduced like the loss) or device-invariant
     scalars. `rng` holds one key per example, `[N, 2]`. Sequence batches (recurrent
     policies: `loss_mask` `[B, T]`) have one example per timestep: values `[B, T]` or `[B * T]`,
-    keys `[B, T, 2]`. `every`: the optimizer steps only on
-    updates whose count is a multiple of it (TD3's delayed policy updates); in between its
-    networks and optimizer state are left exactly as they are."""
+    keys `[B, T, 2]`.
+
+    Attributes:
+      name: the group's name (its optimizer state's key in `TrainState.opt_states`).
+      networks: the names of the networks its gradients update.
+      fn: `(params, batch, rng, axis) -> (per_example_loss, metrics)`.
+      optimizer: its optax `GradientTransformation`.
+      every: the optimizer steps only on updates whose count is a multiple of it (TD3's
+        delayed policy updates); in between its networks and optimizer state are left
+        exactly as they are.
+    """
 
     name: str
     networks: tuple[str, ...]
@@ -152,8 +166,14 @@ class DataSpec(NamedTuple):
 
 
 class AlgorithmSpec(NamedTuple):
-    """An algorithm as its config builds it for given spaces: learning, acting and data.
-    `acting` is None where nothing acts (PPO's value warm-up)."""
+    """An algorithm as its config builds it for given spaces.
+
+    Attributes:
+      learning: what the learner core steps (`LearningSpec`).
+      acting: how the trained policy acts and exports (`ActingSpec`); None where nothing
+        acts (PPO's value warm-up).
+      data: what the learner pipeline must make (`DataSpec`).
+    """
 
     learning: LearningSpec
     acting: ActingSpec | None

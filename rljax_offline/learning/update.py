@@ -38,10 +38,14 @@ AXIS = "data"
 class BatchAxis(NamedTuple):
     """The global batch's device axis, as losses and `prepare` receive it.
 
-    `name` is the mapped axis (None under plain jit, one device); `grads_summed` says whether
-    JAX's AD already sums the gradients of replicated inputs over it (`shard_map` with
-    `check_vma`), else the update `psum`s them. Losses use `sum` / `mean`, which are exact
-    over every device's rows whatever the sharding."""
+    Losses use `sum` / `mean`, which are exact over every device's rows whatever the
+    sharding.
+
+    Attributes:
+      name: the mapped axis (None under plain jit, one device).
+      grads_summed: whether JAX's AD already sums the gradients of replicated inputs over
+        it (`shard_map` with `check_vma`), else the update `psum`s them.
+    """
 
     name: str | None = None
     grads_summed: bool = False
@@ -66,7 +70,12 @@ class BatchAxis(NamedTuple):
 
 
 def network_subset(params: dict, names: tuple) -> dict:
-    """The params of the networks `names` (a named error for one the spec does not make)."""
+    """The params of some networks (a named error for one the spec does not make).
+
+    Args:
+      params: network name -> params (`TrainState.params`).
+      names: the networks to take.
+    """
     missing = [n for n in names if n not in params]
     if missing:
         raise KeyError(f"a loss optimizes networks {missing} that the spec's init does not "
@@ -109,9 +118,13 @@ def make_update(learning: LearningSpec, *, axis_name: str | None = AXIS,
     """The per-device update `(state, batch) -> (state, metrics)`.
 
     `batch` is this device's shard of the global batch (a dict of `[n, ...]` arrays with an
-    optional `loss_mask`); `axis_name=None` is the single-device form for plain `jit`.
-    `grads_summed` says whether AD already sums replicated-param gradients over the axis
-    (`shard_map(check_vma=True)`); under `pmap` it is False and they are `psum`med here.
+    optional `loss_mask`).
+
+    Args:
+      learning: the algorithm's `LearningSpec`.
+      axis_name: the device axis; None is the single-device form for plain `jit`.
+      grads_summed: whether AD already sums replicated-param gradients over the axis
+        (`shard_map(check_vma=True)`); under `pmap` it is False and they are `psum`med here.
     """
     axis = BatchAxis(axis_name, grads_summed)
 
@@ -164,7 +177,13 @@ def make_update(learning: LearningSpec, *, axis_name: str | None = AXIS,
 
 def update_targets(params: dict, learning: LearningSpec, step: jax.Array) -> dict:
     """Polyak targets: `t <- tau * online + (1 - tau) * t` on updates whose count is a
-    multiple of `target_update_period` (left as they are on the others)."""
+    multiple of `target_update_period` (left as they are on the others).
+
+    Args:
+      params: network name -> params, targets included.
+      learning: the spec naming each target, its online network, `tau` and period.
+      step: the update count.
+    """
     period, tau = learning.target_update_period, learning.tau
     due = (step % period) == 0 if period > 1 else True
     params = dict(params)

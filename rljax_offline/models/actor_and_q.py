@@ -23,7 +23,15 @@ def actor(obs_spec: Any, act_spec: Any, model_config: dict, *, squashed: bool = 
           ) -> Policy:
     """The policy network: categorical for Discrete actions; for Box actions a tanh-squashed
     Gaussian whose samples and greedy actions are env actions inside the bounds (SAC's actor,
-    which RLlib's CQL and IQL use), or RLlib's plain Gaussian with `squashed=False`."""
+    which RLlib's CQL and IQL use), or RLlib's plain Gaussian with `squashed=False`.
+
+    Args:
+      obs_spec: the observation space's spec.
+      act_spec: the action space's spec.
+      model_config: RLlib's model-config keys (`fcnet_hiddens`, `fcnet_activation`, `use_lstm`, ...,
+        the initializer keys).
+      squashed: Box actions: tanh-squashed (True) or RLlib's plain Gaussian.
+    """
     policy = make_policy(obs_spec, act_spec, **model_config)
     if squashed and isinstance(act_spec, sp.BoxSpec):
         check_bounded(act_spec, "a tanh-squashed actor")
@@ -40,7 +48,15 @@ def check_bounded(act_spec: sp.BoxSpec, what: str) -> None:
 def q_ensemble(obs_spec: Any, act_spec: Any, model_config: dict, twin_q: bool) -> Network:
     """One or two independent Q networks applied together: `apply(params, obs[, actions])
     -> [k, N]` (Box: Q(s, a)) or `[k, N, n]` (Discrete: Q(s, .)); `steps` / `head` the same
-    for learner batches, recurrent ones included (`models.networks`)."""
+    for learner batches, recurrent ones included (`models.networks`).
+
+    Args:
+      obs_spec: the observation space's spec.
+      act_spec: the action space's spec.
+      model_config: RLlib's model-config keys (`fcnet_hiddens`, `fcnet_activation`, `use_lstm`, ...,
+        the initializer keys).
+      twin_q: two Q networks (True) or one.
+    """
     q = (discrete_q_network(obs_spec, act_spec, model_config)
          if isinstance(act_spec, sp.DiscreteSpec)
          else continuous_q_network(obs_spec, act_spec, model_config))

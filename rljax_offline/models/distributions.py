@@ -16,7 +16,19 @@ LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 
 
 class Distribution(NamedTuple):
-    """Pure functions of `action_dist_inputs` ([..., dist_dim])."""
+    """Pure functions of `action_dist_inputs` ([..., dist_dim]).
+
+    Attributes:
+      dist_dim: the width of `action_dist_inputs`.
+      logp: `(inputs, actions) -> [...]`, the log-probability (density) of the actions.
+      sample: `(inputs, rng) -> actions`.
+      greedy: `inputs -> actions` (argmax, or the mean).
+      entropy: `inputs -> [...]`.
+      sample_and_logp: `(inputs, rng) -> (actions, logp)`, reparameterised (gradients flow
+        through the actions); None where the family has none.
+      kind: the family ("categorical", "gaussian", "squashed_gaussian", "deterministic"):
+        two policies can share weights only where their families agree.
+    """
 
     dist_dim: int
     logp: callable        # (inputs, actions) -> [...]
@@ -34,7 +46,12 @@ def categorical(n: int, start: int = 0) -> Distribution:
     """Categorical over the env's action values `start, ..., start + n - 1` (gymnasium's
     `Discrete(n, start=s)`): `logp` takes, and `sample`/`greedy` return, those values; logit
     `i` belongs to action `start + i`. Out-of-range actions get the most negative finite
-    log-probability."""
+    log-probability.
+
+    Args:
+      n: the number of actions.
+      start: the first action's value (`Discrete(n, start=start)`).
+    """
 
     def logp(inputs, actions):
         logits = jax.nn.log_softmax(inputs, axis=-1)
@@ -61,6 +78,14 @@ def categorical(n: int, start: int = 0) -> Distribution:
 
 
 def diag_gaussian(dim: int) -> Distribution:
+    """A diagonal Gaussian (RLlib's for Box actions): `action_dist_inputs` are
+    `concat(mean, log_std)`, `log_std` clipped to `[LOG_STD_MIN, LOG_STD_MAX]`; greedy is the
+    mean.
+
+    Args:
+      dim: the action's flat size.
+    """
+
     def split(inputs):
         mean, log_std = jnp.split(inputs, 2, axis=-1)
         return mean, jnp.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
@@ -89,7 +114,11 @@ def diag_gaussian(dim: int) -> Distribution:
 
 def action_scaler(act_spec: Any) -> tuple[Callable, Callable]:
     """`(to_unit, from_unit)`: Box actions to [-1, 1] by the space's bounds and back
-    (identity for unbounded dimensions)."""
+    (identity for unbounded dimensions).
+
+    Args:
+      act_spec: the Box action space's spec.
+    """
     act_spec = sp.to_spec(act_spec)
     low = np.asarray(act_spec.low, np.float32).reshape(-1)
     high = np.asarray(act_spec.high, np.float32).reshape(-1)
@@ -115,6 +144,10 @@ def squashed_gaussian(spec: sp.BoxSpec, eps: float = 1e-6) -> Distribution:
     the density of `tanh(u)` in the unit box (the tanh Jacobian included, the constant
     bounds scaling left out), the space SAC's target entropy `-dim` refers to. `entropy` is
     the base Gaussian's (the squashed one has no closed form).
+
+    Args:
+      spec: the bounded Box action space's spec.
+      eps: keeps `log(1 - tanh(u)**2)` finite at the bounds.
     """
     to_unit, from_unit = action_scaler(spec)
     base = diag_gaussian(int(sp.flat_dim(spec)))
@@ -154,7 +187,11 @@ def squashed_gaussian(spec: sp.BoxSpec, eps: float = 1e-6) -> Distribution:
 def deterministic(spec: sp.BoxSpec) -> Distribution:
     """A deterministic bounded Box policy (TD3's actor): `action_dist_inputs` are the
     pre-tanh actions, `a = low + (tanh(x) + 1) / 2 * (high - low)`. Sampling is the greedy
-    action; `logp` is 0 and `entropy` 0 (a point mass has no density to report)."""
+    action; `logp` is 0 and `entropy` 0 (a point mass has no density to report).
+
+    Args:
+      spec: the bounded Box action space's spec.
+    """
     _, from_unit = action_scaler(spec)
     shape = tuple(spec.shape)
 
@@ -172,7 +209,11 @@ def deterministic(spec: sp.BoxSpec) -> Distribution:
 
 
 def for_space(spec: sp.SpaceSpec) -> Distribution:
-    """The distribution RLlib's default model uses for an action space."""
+    """The distribution RLlib's default model uses for an action space.
+
+    Args:
+      spec: the action space's spec (Discrete: categorical; Box: diagonal Gaussian).
+    """
     if isinstance(spec, sp.DiscreteSpec):
         return categorical(spec.n, spec.start)
     if isinstance(spec, sp.BoxSpec):

@@ -38,7 +38,14 @@ TORCH_DEFAULT = {k: "torch_default" for k in KEYS}  # PyTorch's nn.Linear draw e
 
 
 class LayerInits(NamedTuple):
-    """The initializers of one MLP: hidden layers' and the output layer's (None: ours)."""
+    """The initializers of one MLP: hidden layers' and the output layer's (None: ours).
+
+    Attributes:
+      hidden_kernel: the hidden layers' kernel initializer.
+      hidden_bias: the hidden layers' bias initializer.
+      head_kernel: the output layer's kernel initializer.
+      head_bias: the output layer's bias initializer.
+    """
 
     hidden_kernel: LayerInit | None = None
     hidden_bias: LayerInit | None = None
@@ -171,7 +178,11 @@ def layer_init(value, kwargs: dict | None, key: str) -> LayerInit | None:
 
 
 def layer_inits(model_config: dict) -> LayerInits:
-    """The MLP initializers a completed model config asks for."""
+    """The MLP initializers a completed model config asks for.
+
+    Args:
+      model_config: a model config completed with `MODEL_CONFIG_DEFAULTS`.
+    """
     return LayerInits(*(layer_init(model_config.get(k), model_config.get(f"{k}_kwargs"), k)
                         for k in KEYS))
 

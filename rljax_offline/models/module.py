@@ -37,7 +37,20 @@ def identity_head(params, rows, *args):
 
 
 class Module(NamedTuple):
-    """A network as pure functions (see the module docstring)."""
+    """A network as pure functions (see the module docstring).
+
+    Attributes:
+      init: `rng -> params` (None for a parameterless module).
+      apply: `(params, obs [N, ...], *args) -> [N, ...]`, outputs of the latest observations.
+      steps: `(params, batch, with_next=False, state_in=None) -> (rows, next rows or None)`.
+      head: `(params, rows, *args) -> [N, ...]`, the network after `steps`.
+      forward: recurrent: `(params, batch) -> (out [B, T, ...], state_out)`.
+      initial_state: recurrent: `(batch_size=None) -> the zero state`.
+      max_seq_len: recurrent policies: the learner's sequence length.
+      dist: policies: the distribution of their outputs.
+      obs_spec: the observation space's spec it was built for.
+      act_spec: the action space's spec it was built for.
+    """
 
     init: Callable[[jax.Array], Any] | None
     apply: Callable
@@ -81,7 +94,18 @@ def policy_module(init: Callable | None, apply: Callable, dist: Distribution | N
                   act_spec: Any = None) -> Module:
     """A policy `Module`: its `steps` are its `action_dist_inputs` at every step, a recurrent
     one unrolled from the batch's own `state_in` unless one is given. Build a changed policy
-    with this again, not `_replace(forward=...)`: `steps` closes over `apply` and `forward`."""
+    with this again, not `_replace(forward=...)`: `steps` closes over `apply` and `forward`.
+
+    Args:
+      init: `rng -> params`.
+      apply: `(params, obs) -> action_dist_inputs`.
+      dist: the distribution of the outputs.
+      forward: recurrent: `(params, batch) -> (out, state_out)`.
+      initial_state: recurrent: `(batch_size=None) -> the zero state`.
+      max_seq_len: recurrent: the learner's sequence length.
+      obs_spec: the observation space's spec.
+      act_spec: the action space's spec.
+    """
 
     def steps(params, batch, with_next=False, state_in=None):
         state_in = batch.get("state_in") if state_in is None else state_in
@@ -97,8 +121,16 @@ def acting_module(act: Callable, dist: Distribution | None, policy: Module | Non
     """The `Module` an algorithm acts with, on its whole params: `act(params, obs)` for a
     feed-forward step, and a recurrent `policy` run on `params[policy_network]` (all the
     params when `policy_network` is None: a module of several networks, PPO's recurrent
-    actor-critic). What the actor and export take. `takes_key`: `act` is `(params, key,
-    obs)` (a feed-forward policy that draws when it acts)."""
+    actor-critic). What the actor and export take.
+
+    Args:
+      act: `(params, obs) -> action_dist_inputs` on the whole params (`(params, key, obs)`
+        where `takes_key`).
+      dist: the distribution of `act`'s outputs.
+      policy: a recurrent policy `Module`, or None.
+      policy_network: the params entry `policy` runs on (None: all the params).
+      takes_key: `act` takes a key (a feed-forward policy that draws when it acts).
+    """
     if policy is None or not policy.is_stateful:
         return Module(init=None, apply=act, dist=dist, takes_key=takes_key)
     if takes_key:
@@ -116,5 +148,9 @@ def acting_module(act: Callable, dist: Distribution | None, policy: Module | Non
 
 def callable_module(fn: Callable) -> Module:
     """A plain callable `obs -> action_dist_inputs` (or actions, without a module-to-env
-    pipeline) as a parameterless `Module` for the actor; it must be traceable by `jax.jit`."""
+    pipeline) as a parameterless `Module` for the actor; it must be traceable by `jax.jit`.
+
+    Args:
+      fn: `obs -> action_dist_inputs`.
+    """
     return Module(init=None, apply=lambda params, obs: fn(obs))

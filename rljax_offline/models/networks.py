@@ -126,18 +126,39 @@ def _network(obs_spec: Any, out_dim: int, model_config: dict | None, *,
 
 def mlp_network(obs_spec: Any, out_dim: int, model_config: dict | None = None,
                 final_scale: float = 1.0) -> Network:
-    """`obs [N, ...] -> [N, out_dim]` (an actor head, or anything else an algorithm needs)."""
+    """`obs [N, ...] -> [N, out_dim]` (an actor head, or anything else an algorithm needs).
+
+    Args:
+      obs_spec: the observation space's spec.
+      out_dim: the output width.
+      model_config: RLlib's model-config keys (`fcnet_hiddens`, `fcnet_activation`, `use_lstm`, ...,
+        the initializer keys); None: the defaults.
+      final_scale: the scale of the output layer's initial weights (0.01 for policy heads).
+    """
     return _network(obs_spec, out_dim, model_config, final_scale=final_scale)
 
 
 def value_network(obs_spec: Any, model_config: dict | None = None) -> Network:
-    """`V(s)`, one output, `[N]`."""
+    """`V(s)`, one output, `[N]`.
+
+    Args:
+      obs_spec: the observation space's spec.
+      model_config: RLlib's model-config keys (`fcnet_hiddens`, `fcnet_activation`, `use_lstm`, ...,
+        the initializer keys); None: the defaults.
+    """
     return _network(obs_spec, 1, model_config, squeeze=True)
 
 
 def discrete_q_network(obs_spec: Any, act_spec: Any, model_config: dict | None = None
                        ) -> Network:
-    """`Q(s, .)`: one output per action."""
+    """`Q(s, .)`: one output per action.
+
+    Args:
+      obs_spec: the observation space's spec.
+      act_spec: the Discrete action space's spec.
+      model_config: RLlib's model-config keys (`fcnet_hiddens`, `fcnet_activation`, `use_lstm`, ...,
+        the initializer keys); None: the defaults.
+    """
     act_spec = sp.to_spec(act_spec)
     if not isinstance(act_spec, sp.DiscreteSpec):
         raise ValueError(f"discrete_q_network needs Discrete actions, got {act_spec}")
@@ -146,7 +167,14 @@ def discrete_q_network(obs_spec: Any, act_spec: Any, model_config: dict | None =
 
 def continuous_q_network(obs_spec: Any, act_spec: Any, model_config: dict | None = None
                          ) -> Network:
-    """`Q(s, a)` for Box actions: the action in [-1, 1] concatenated to the features."""
+    """`Q(s, a)` for Box actions: the action in [-1, 1] concatenated to the features.
+
+    Args:
+      obs_spec: the observation space's spec.
+      act_spec: the Box action space's spec (its bounds scale the action).
+      model_config: RLlib's model-config keys (`fcnet_hiddens`, `fcnet_activation`, `use_lstm`, ...,
+        the initializer keys); None: the defaults.
+    """
     act_spec = sp.to_spec(act_spec)
     if not isinstance(act_spec, sp.BoxSpec):
         raise ValueError(f"continuous_q_network needs Box actions, got {act_spec}")
@@ -156,7 +184,12 @@ def continuous_q_network(obs_spec: Any, act_spec: Any, model_config: dict | None
 def ensemble(network: Network, n: int) -> Network:
     """`n` independent copies of `network` (twin Q: n=2), applied together: outputs and
     features get a leading `[n]` axis; a recurrent ensemble's state is `[..., n, cell]` per
-    item (`[B, n, cell]` for a batch), so it rides in `state_in` like any state."""
+    item (`[B, n, cell]` for a batch), so it rides in `state_in` like any state.
+
+    Args:
+      network: the network to copy.
+      n: how many copies.
+    """
 
     def init(rng):
         return jax.vmap(network.init)(jax.random.split(rng, n))

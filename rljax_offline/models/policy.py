@@ -129,7 +129,16 @@ def make_policy(obs_spec: Any, act_spec: Any, fcnet_hiddens: Sequence[int] = (25
     """A policy for observations of `obs_spec` (Box, Discrete, MultiDiscrete, MultiBinary;
     nested spaces need the flatten connector in front) and actions of `act_spec`.
     The keyword arguments are RLlib's model-config keys (`MODEL_CONFIG_DEFAULTS`): an MLP by
-    default, a CNN for rank-3 Box observations, an LSTM/GRU with `use_lstm` / `use_gru`."""
+    default, a CNN for rank-3 Box observations, an LSTM/GRU with `use_lstm` / `use_gru`.
+
+    Args:
+      obs_spec: the observation space (or its spec).
+      act_spec: the action space (or its spec).
+      fcnet_hiddens: the MLP's hidden layer sizes.
+      fcnet_activation: their activation ("relu", "tanh", ...).
+      **model_config: any other model-config key (`use_lstm`, `lstm_cell_size`, `max_seq_len`,
+        `conv_filters`, the initializer keys, ...).
+    """
     cfg = check_model_config({**model_config, "fcnet_hiddens": fcnet_hiddens,
                               "fcnet_activation": fcnet_activation})
     obs_spec, act_spec = sp.to_spec(obs_spec), sp.to_spec(act_spec)
@@ -189,7 +198,11 @@ def recurrent_cell(cfg: dict) -> tuple[str, int, int]:
 
 
 def is_recurrent(model_config: dict) -> bool:
-    """Whether a model config asks for a recurrent module (`use_lstm` or `use_gru`)."""
+    """Whether a model config asks for a recurrent module (`use_lstm` or `use_gru`).
+
+    Args:
+      model_config: a model config.
+    """
     return bool(model_config.get("use_lstm") or model_config.get("use_gru"))
 
 

@@ -19,7 +19,13 @@ THREAD_NAME = "rljax_offline-background"
 
 
 class Background:
-    """`fn(*args)` running on a background thread (see the module docstring)."""
+    """`fn(*args)` running on a background thread (see the module docstring).
+
+    Args:
+      fn: the function to run; its value or error is handed to the caller by `result()`.
+      *args: its positional arguments.
+      name: the thread's name (`THREAD_NAME` by default, which tests look for).
+    """
 
     def __init__(self, fn: Callable, *args: Any, name: str = THREAD_NAME):
         self._value: Any = None

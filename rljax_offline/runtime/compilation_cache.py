@@ -18,12 +18,22 @@ _OFF = ("0", "off", "false", "no", "none")
 
 
 def default_dir() -> str:
+    """`~/.cache/rljax_offline/jax`, under `$XDG_CACHE_HOME` when that is set."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "rljax_offline", "jax")
 
 
 def resolve(setting: str | None) -> str | None:
-    """The cache folder for a config setting, after the environment override (None: off)."""
+    """The cache folder for a config setting, after the environment override.
+
+    Args:
+      setting: `learners(compilation_cache_dir=...)`: "auto" (`default_dir()`), a folder, or
+        None (off). `RLJAX_OFFLINE_COMPILATION_CACHE` (`ENV_VAR`) overrides it: "0" turns
+        the cache off, a path moves it.
+
+    Returns:
+      The folder, or None when the cache is off.
+    """
     env = os.environ.get(ENV_VAR)
     if env is not None and env.strip():
         setting = None if env.strip().lower() in _OFF else env.strip()
@@ -33,8 +43,16 @@ def resolve(setting: str | None) -> str | None:
 
 
 def enable(setting: str | None = "auto") -> str | None:
-    """Turns the cache on (every compiled program is kept, however fast it compiled);
-    returns the folder in use, or None when off."""
+    """Turns the cache on (every compiled program is kept, however fast it compiled).
+
+    A folder the user already set in JAX's config wins.
+
+    Args:
+      setting: as for `resolve`.
+
+    Returns:
+      The folder in use, or None when off.
+    """
     current = jax.config.jax_compilation_cache_dir
     if current:  # set by the user (or by us before): theirs wins
         return current

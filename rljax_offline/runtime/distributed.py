@@ -88,7 +88,13 @@ def is_initialized() -> bool:
 
 
 def requested(coordinator_address=None, num_processes=None, process_id=None) -> bool:
-    """Whether these settings (or `JAX_COORDINATOR_ADDRESS`) ask for a multi-process run."""
+    """Whether these settings (or `JAX_COORDINATOR_ADDRESS`) ask for a multi-process run.
+
+    Args:
+      coordinator_address: process 0's `HOST:PORT`, or None.
+      num_processes: how many processes take part, or None.
+      process_id: this process's index, or None.
+    """
     if num_processes == 1:
         return False
     return any(v is not None for v in (coordinator_address, num_processes, process_id)) or (
@@ -104,6 +110,17 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
     joined already. Bad settings, a coordinator that cannot be reached within
     `initialization_timeout_s`, or JAX already running on its devices are one-line
     `DistributedError`s.
+
+    Args:
+      coordinator_address: process 0's `HOST:PORT`; None: what `jax.distributed.initialize`
+        reads (`JAX_COORDINATOR_ADDRESS`, SLURM, Open MPI, Kubernetes).
+      num_processes: how many processes take part (None: from the environment).
+      process_id: this process's index (None: from the environment).
+      initialization_timeout_s: seconds to wait for the coordinator.
+      heartbeat_timeout_s: seconds after which a silent process ends the others.
+
+    Raises:
+      DistributedError: bad settings, an unreachable coordinator, or JAX already running.
     """
     if is_initialized():
         return True
@@ -141,7 +158,12 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
 
 
 def initialize_from_config(config) -> bool:
-    """`initialize` with a config's `learners(...)` settings."""
+    """`initialize` with a config's `learners(...)` settings.
+
+    Args:
+      config: an `AlgorithmConfig` (its `coordinator_address`, `num_processes`,
+        `process_id` and `distributed_*_timeout_s` options are read).
+    """
     return initialize(config.coordinator_address, config.num_processes, config.process_id,
                       initialization_timeout_s=config.distributed_initialization_timeout_s,
                       heartbeat_timeout_s=config.distributed_heartbeat_timeout_s)
@@ -154,7 +176,15 @@ def is_writer() -> bool:
 
 def share_of_files(files: list, what: str) -> None:
     """A named error when there are fewer input files than processes (each reads its own
-    share of the files, so some would have none)."""
+    share of the files, so some would have none).
+
+    Args:
+      files: the input files.
+      what: what reads them, for the message.
+
+    Raises:
+      DistributedError: fewer files than processes.
+    """
     count = jax.process_count()
     if len(files) < count:
         raise DistributedError(
@@ -165,7 +195,11 @@ def share_of_files(files: list, what: str) -> None:
 
 def allgather_bytes(data: bytes) -> list[bytes]:
     """Every process's `data` (lengths may differ), in process order; a collective: every
-    process calls it. One process: `[data]`."""
+    process calls it. One process: `[data]`.
+
+    Args:
+      data: this process's bytes.
+    """
     if jax.process_count() == 1:
         return [data]
     import numpy as np

@@ -34,7 +34,12 @@ def fixed_mmap_threshold(threshold: int = DEFAULT_THRESHOLD) -> bool:
     """Makes glibc serve every allocation of `threshold` bytes or more with its own mapping,
     freed straight back to the OS, and stop moving the threshold (`mallopt(M_MMAP_THRESHOLD)`,
     as the `MALLOC_MMAP_THRESHOLD_` environment variable would at start). Returns False where
-    it does not apply (not glibc); the process's own setting through that variable wins."""
+    it does not apply (not glibc); the process's own setting through that variable wins.
+
+    Args:
+      threshold: the allocation size in bytes from which glibc maps memory of its own
+        (`DEFAULT_THRESHOLD`, 1 MB).
+    """
     if os.environ.get("MALLOC_MMAP_THRESHOLD_"):
         return False
     libc = _glibc()

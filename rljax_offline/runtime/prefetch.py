@@ -61,7 +61,16 @@ class Prefetcher:
 
     `close()` (also on exhaustion, on an error, on `with` exit and when the object is
     collected) stops the thread and closes the source; errors in the source are raised by
-    `next()`. `name` names the thread (one name a kind of stream, for thread dumps).
+    `next()`.
+
+    Args:
+      items: the source iterable (closed by `close()` when it has a `close`).
+      transform: applied to each item on the thread (None: the items as they are).
+      size: how many transformed items wait at most (2: double-buffered).
+      name: the thread's name (one name a kind of stream, for thread dumps).
+
+    Raises:
+      ValueError: `size` below 1.
     """
 
     def __init__(self, items: Iterable, transform: Callable | None = None, size: int = 2,

@@ -20,8 +20,12 @@ from rljax_offline.runtime import compilation_cache, distributed
 
 
 class ProcessSetup(NamedTuple):
-    """What `setup` left in place: whether this is a multi-process run, and the
-    compilation cache folder in use (None: off)."""
+    """What `setup` left in place.
+
+    Attributes:
+      multi_process: whether this process joined a multi-process run.
+      compilation_cache_dir: the compilation cache folder in use (None: off).
+    """
 
     multi_process: bool
     compilation_cache_dir: str | None
@@ -36,6 +40,13 @@ class ProcessSetup(NamedTuple):
 
 def setup(config) -> ProcessSetup:
     """Joins the multi-process run and opens the compilation cache that `config`'s
-    `learners(...)` options ask for (see the module docstring)."""
+    `learners(...)` options ask for (see the module docstring).
+
+    Args:
+      config: an `AlgorithmConfig`.
+
+    Returns:
+      What is in place now (`ProcessSetup`).
+    """
     multi_process = distributed.initialize_from_config(config)
     return ProcessSetup(multi_process, compilation_cache.enable(config.compilation_cache_dir))
