@@ -125,3 +125,38 @@ class ActionSpaceMismatchError(OPEError):
 
 class EmptyEvaluationSplitError(OPEError):
     """The held-out evaluation share of the offline data holds no episode."""
+
+
+class MultiAgentEpisodeError(EpisodeError):
+    """A multi-agent env step that RLlib's episode rules refuse (data for an agent that is
+    done, a step on a finished episode, a step without the reward of an agent that acted)."""
+
+
+class AgentTruncatedWithoutObservationError(MultiAgentEpisodeError):
+    """An agent was truncated at `env_step` with an action still hanging and no final
+    observation, which value bootstrapping needs (RLlib's most reported multi-agent error)."""
+
+    def __init__(self, agent_id, env_step: int):
+        super().__init__(f"agent {agent_id!r} was truncated at env step {env_step} after it "
+                         "acted, but the env returned no final observation for it (needed to "
+                         "bootstrap its value): return the agent's last observation together "
+                         "with truncated=True")
+        self.agent_id, self.env_step = agent_id, env_step
+
+
+class AgentNotInEnvError(MultiAgentEpisodeError):
+    """An action for an agent that the env has not observed (not in the episode)."""
+
+    def __init__(self, agent_id, env_step: int):
+        super().__init__(f"env step {env_step}: action for agent {agent_id!r}, which is not in "
+                         "the env (it never received an observation in this episode)")
+        self.agent_id, self.env_step = agent_id, env_step
+
+
+class ObservationOutsideSpaceError(MultiAgentEpisodeError):
+    """An agent's observation does not lie in that agent's observation space."""
+
+    def __init__(self, agent_id, env_step: int, space, observation):
+        super().__init__(f"env step {env_step}: observation of agent {agent_id!r} is outside "
+                         f"its observation space {space}: {observation!r}")
+        self.agent_id, self.env_step = agent_id, env_step
