@@ -268,11 +268,14 @@ class MultiAgentEpisodeBuilder:
             action_space=self.action_space, custom_data=self.custom_data)
 
     @classmethod
-    def from_episode(cls, ep: MultiAgentEpisode) -> MultiAgentEpisodeBuilder:
-        """A builder that continues `ep` (e.g. the chunk `cut()` returned)."""
+    def from_episode(cls, ep: MultiAgentEpisode, *,
+                     agent_to_module_mapping_fn: Callable | dict | None = None
+                     ) -> MultiAgentEpisodeBuilder:
+        """A builder that continues `ep` (e.g. the chunk `cut()` returned); agents that join
+        later are mapped by `agent_to_module_mapping_fn` (the episode keeps only the ids)."""
         b = cls(ep.id_, observation_space=dict(ep.observation_space),
                 action_space=dict(ep.action_space),
-                agent_to_module_mapping_fn=dict(ep.agent_module_ids))
+                agent_to_module_mapping_fn=agent_to_module_mapping_fn)
         b.module_ids = dict(ep.agent_module_ids)
         for a, e in ep.agent_episodes.items():
             ag = b.agents[a] = _Agent(e.id_, e.t_started, e.len_lookback_buffer)

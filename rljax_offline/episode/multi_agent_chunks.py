@@ -10,12 +10,26 @@ agents that have one, so `a.concat_episode(a.cut())` stepped on equals the uncut
 
 from __future__ import annotations
 
+import numpy as np
+
 from rljax_offline.episode.multi_agent import SKIP, MultiAgentEpisode
 from rljax_offline.errors import MultiAgentEpisodeError
 
 
 def _steps(entries) -> list:
     return [e for e in entries if e != SKIP]
+
+
+def _align_emo(ep, other):
+    """`ep` with empty model-output columns for the keys only `other` has, when `ep` has no
+    actions at all (an agent that has not acted yet has no model outputs)."""
+    missing = set(other.extra_model_outputs) - set(ep.extra_model_outputs)
+    if not missing or len(ep.rewards) > 0:
+        return ep
+    emo = dict(ep.extra_model_outputs)
+    for k in missing:
+        emo[k] = np.asarray(other.extra_model_outputs[k])[:0]
+    return ep.replace(extra_model_outputs=emo)
 
 
 def cut_episode(ep: MultiAgentEpisode, len_lookback_buffer: int = 0) -> MultiAgentEpisode:
@@ -88,7 +102,8 @@ def concat_episodes(first: MultiAgentEpisode, other: MultiAgentEpisode) -> Multi
         else:
             o_map, o_lb = other.env_t_to_agent_t[a], other.map_lookback[a]
             tail = list(o_map[o_lb + 1:])
-            episodes[a] = theirs if mine is None else mine.concat_episode(theirs)
+            episodes[a] = theirs if mine is None else _align_emo(mine, theirs).concat_episode(
+                _align_emo(theirs, mine))
             src = other
             if mine is None:
                 h_begin[a] = h_begin.get(a, 0.0) + other.hanging_rewards_begin.get(a, 0.0)
