@@ -17,7 +17,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rljax_offline.episode.multi_agent_builder import MultiAgentEpisodeBuilder
+from rljax_offline.episode.multi_agent_builder import MultiAgentEpisodeBuilder as Builder
 from rljax_offline.errors import AgentTruncatedWithoutObservationError, MultiAgentEpisodeError
 
 HERE = os.path.join(os.path.dirname(__file__), "fixtures", "multi_agent")
@@ -46,7 +46,7 @@ def enc(x):
 
 
 def new_builder(fx, i):
-    return MultiAgentEpisodeBuilder(
+    return Builder(
         f"ep{i}", observation_space={f"a{k}": OBS_SPACE for k in range(4)},
         action_space={f"a{k}": ACT_SPACE for k in range(4)},
         agent_to_module_mapping_fn=fx["modules"])
@@ -140,6 +140,15 @@ def skeleton(x):
     return None
 
 
+def within(a, b) -> bool:
+    """Layout `a` is `b` with some agents left out (agents without model outputs yet)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return all(k in b and within(v, b[k]) for k, v in a.items())
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(within(x, y) for x, y in zip(a, b))
+    return a == b
+
+
 def check_record(ours, record, where):
     got = summary(ours)
     exp = record["summary"]
@@ -153,7 +162,8 @@ def check_record(ours, record, where):
             res = {"__error__": type(e).__name__}
         want = q["result"]
         ours_failed = isinstance(res, dict) and "__error__" in res
-        if isinstance(want, dict) and want.get("__error__") == "IndexError":
+        if isinstance(want, dict) and want.get("__error__") == "IndexError" and not q.get(
+                "one_hot_discrete"):  # RLlib's one-hot of an appended hanging value fails
             if not ours_failed:  # out of range without fill: both refuse
                 bad.append((q, res))
         elif isinstance(want, dict) and "__error__" in want and res != want:
@@ -169,7 +179,7 @@ def check_record(ours, record, where):
                 if twin_res != res:
                     bad.append((q, res))
             elif q["what"] == "extra_model_outputs" and q["key"] is not None:
-                if skeleton(res) != skeleton(twin_res):
+                if not within(skeleton(res), skeleton(twin_res)):
                     bad.append((q, res))
         elif res != want:
             bad.append((q, res))
@@ -202,3 +212,43 @@ def test_error_traces_raise_named_errors(fixture):
             assert info.value.env_step == err["step"] + 1
         n += 1
     assert n >= 3
+
+
+def _chunks(fixture, i):
+    tr = fixture["traces"][i]
+    first = build(fixture, i, tr["steps"][:tr["cut_at"]]).finalize()
+    successor = first.cut(tr["cut_lookback"])
+    cont = Builder.from_episode(successor, agent_to_module_mapping_fn=fixture["modules"])
+    second = build(fixture, i, tr["steps"][tr["cut_at"]:], cont).finalize()
+    return first, successor, second
+
+
+def test_first_chunks_match_rllib(fixture):
+    n = 0
+    for i, tr in enumerate(fixture["traces"]):
+        if tr["rllib_error"] is None and tr.get("chunks"):
+            first, _, _ = _chunks(fixture, i)
+            rec = dict(tr["chunks"]["first"])
+            rec["summary"] = _expected_summary(rec["summary"], tr)
+            check_record(first, rec, f"trace {i} first chunk")
+            n += 1
+    assert n >= 200
+
+
+def test_concat_of_cut_chunks_equals_the_uncut_episode(fixture):
+    """RLlib 2.60 fails here (AssertionError, or loses the agents whose action hangs at the
+    cut) on about a quarter of these traces; ours joins every pair back into the episode."""
+    n = rllib_failed = 0
+    for i, tr in enumerate(fixture["traces"]):
+        if tr["rllib_error"] is not None or not tr.get("chunks"):
+            continue
+        first, successor, second = _chunks(fixture, i)
+        assert len(successor) == 0 and successor.env_t_started == first.env_t
+        joined = first.concat_episode(second)
+        rec = dict(tr["full"])
+        rec["summary"] = _expected_summary(rec["summary"], tr)
+        check_record(joined, rec, f"trace {i} concat")
+        ch = tr["chunks"]
+        rllib_failed += "__error__" in ch["second"] or "__error__" in ch.get("concat", {})
+        n += 1
+    assert n >= 200 and rllib_failed >= 20

@@ -201,7 +201,10 @@ class MultiAgentEpisodeBuilder:
                 self._drop_hanging(a)
                 return
             else:  # a late joiner's first observation
-                self.env_map[a] = [SKIP] * self.env_t + [0]
+                # one entry per env step of this chunk and its lookback (RLlib puts one per
+                # env step since the episode's start, too many for a chunk after a cut)
+                self.env_map[a] = [SKIP] * (self.env_t - self.env_t_started +
+                                            self.len_lookback) + [0]
                 self.map_lookback[a] = self.len_lookback
                 self.agent_t_started.setdefault(a, 0)
                 ag = self.agents[a] = _Agent()

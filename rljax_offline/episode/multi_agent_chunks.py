@@ -64,7 +64,10 @@ def cut_episode(ep: MultiAgentEpisode, len_lookback_buffer: int = 0) -> MultiAge
                                          ep.hanging_extra_model_outputs_end.items()
                                          if a in maps},
         hanging_rewards_end={a: v for a, v in ep.hanging_rewards_end.items() if a in maps},
-        hanging_rewards_begin={}, agent_module_ids=dict(ep.agent_module_ids),
+        # rewards of agents that have not joined yet still wait for their first observation
+        hanging_rewards_begin={a: r for a, r in ep.hanging_rewards_begin.items()
+                               if a not in ep.agent_episodes},
+        agent_module_ids=dict(ep.agent_module_ids),
         observation_space=dict(ep.observation_space), action_space=dict(ep.action_space),
         custom_data=dict(ep.custom_data))
 
@@ -85,7 +88,8 @@ def concat_episodes(first: MultiAgentEpisode, other: MultiAgentEpisode) -> Multi
     default_lb = max(list(first.map_lookback.values()) or [0])
     episodes, maps, lookbacks, t_started = {}, {}, {}, {}
     h_act, h_emo, h_end = {}, {}, {}
-    h_begin = dict(first.hanging_rewards_begin)
+    # joined in `first`: its begin rewards; not joined there: `other` carries them on
+    h_begin = {a: r for a, r in first.hanging_rewards_begin.items() if a in first.agent_episodes}
     for a in list(first.agent_episodes) + [a for a in other.agent_episodes
                                            if a not in first.agent_episodes]:
         mine, theirs = first.agent_episodes.get(a), other.agent_episodes.get(a)
@@ -105,8 +109,8 @@ def concat_episodes(first: MultiAgentEpisode, other: MultiAgentEpisode) -> Multi
             episodes[a] = theirs if mine is None else _align_emo(mine, theirs).concat_episode(
                 _align_emo(theirs, mine))
             src = other
-            if mine is None:
-                h_begin[a] = h_begin.get(a, 0.0) + other.hanging_rewards_begin.get(a, 0.0)
+            if theirs.is_done:
+                h_begin.pop(a, None)  # the builder drops them when the agent is done
         maps[a], lookbacks[a] = head + tail, lb
         for d_out, d_in in ((h_act, src.hanging_actions_end),
                             (h_emo, src.hanging_extra_model_outputs_end),
@@ -114,8 +118,8 @@ def concat_episodes(first: MultiAgentEpisode, other: MultiAgentEpisode) -> Multi
             if a in d_in:
                 d_out[a] = d_in[a]
     for a, r in other.hanging_rewards_begin.items():
-        if a not in episodes:
-            h_begin[a] = h_begin.get(a, 0.0) + r
+        if a not in first.agent_episodes:
+            h_begin[a] = r
     return MultiAgentEpisode(
         id_=first.id_, agent_episodes=episodes, env_t_to_agent_t=maps, map_lookback=lookbacks,
         agent_t_started=t_started, env_t_started=first.env_t_started, env_t=other.env_t,
