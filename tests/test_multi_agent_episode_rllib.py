@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from rljax_offline.data.writer import with_rllib_action_dtype  # noqa: F401 (used by test_multi_agent_data)
 from rljax_offline.episode.multi_agent_builder import MultiAgentEpisodeBuilder as Builder
 from rljax_offline.errors import AgentTruncatedWithoutObservationError, MultiAgentEpisodeError
 

@@ -84,12 +84,16 @@ class MultiAgentEpisode(MultiAgentAccess):
         return {k: getattr(self, k) for k in self.__slots__ if k != "_cache"}
 
     def replace(self, **changes) -> MultiAgentEpisode:
-        """A new episode with the given fields changed."""
+        """A new episode with the given fields changed (a new `id_` goes to the agent
+        episodes' `multi_agent_episode_id` too)."""
         fields = self._fields()
         unknown = set(changes) - set(fields)
         if unknown:
             raise TypeError(f"replace() got unknown fields {sorted(unknown)}")
         fields.update(changes)
+        if "id_" in changes and "agent_episodes" not in changes:
+            fields["agent_episodes"] = {a: e.replace(multi_agent_episode_id=changes["id_"])
+                                        for a, e in self.agent_episodes.items()}
         return MultiAgentEpisode(**{k: dict(v) if isinstance(v, types.MappingProxyType)
                                     else v for k, v in fields.items()})
 

@@ -237,7 +237,14 @@ class MultiAgentEpisodeBuilder:
                 self.h_rew_end[a] = self.h_rew_end.get(a, 0.0) + rew
         if obs is not None:
             ag.step(obs, act, rew, info, emo, term, trunc)
-            self.env_map[a].append(len(ag) + self.agent_t_started.get(a, 0))
+            entry = len(ag) + self.agent_t_started.get(a, 0)
+            if a not in observations:
+                # terminated with its action hanging and no observation: the terminal step
+                # is at this env step, in place of the skip tag (RLlib appends both, which
+                # shifts every later env step of this agent by one)
+                self.env_map[a][-1] = entry
+            else:
+                self.env_map[a].append(entry)
         if term or trunc:
             self._drop_hanging(a)
 
