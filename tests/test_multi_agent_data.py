@@ -132,3 +132,24 @@ def test_named_errors_name_file_row_and_agent(fixture, tmp_path):
         read_multi_agent_episodes(str(tmp_path))
     with pytest.raises(OfflineDataError, match="no agents"):
         read_multi_agent_episodes(str(tmp_path / "nothing"))
+
+
+def test_rllib_single_agent_decoder_reads_our_agent_rows():
+    """`fixtures/multi_agent/agent_rows` (our writer) as RLlib 2.60's OfflinePreLearner
+    decoded it (`rllib_read_agent_rows.py`): same agents, steps, values and returns."""
+    import json
+
+    with open(os.path.join(T.HERE, "rllib_read_agent_rows.json")) as f:
+        rllib = json.load(f)
+    ours = read_episodes(os.path.join(T.HERE, "agent_rows", "agents"))
+    assert len(ours) == len(rllib) >= 30
+    for e, r in zip(ours, rllib):
+        assert (e.id_, e.agent_id, e.module_id, e.multi_agent_episode_id, len(e), e.t_started,
+                e.is_terminated, e.is_truncated) == (
+            r["id_"], r["agent_id"], r["module_id"], r["multi_agent_episode_id"], r["len"],
+            r["t_started"], r["terminated"], r["truncated"])
+        np.testing.assert_array_equal(e.get_observations(), np.asarray(r["observations"]))
+        assert e.get_actions().tolist() == r["actions"]
+        assert e.get_rewards().tolist() == r["rewards"]
+        assert float(e.get_return()) == r["return"]
+    assert len(read_multi_agent_episodes(os.path.join(T.HERE, "agent_rows"))) == 12
