@@ -114,3 +114,22 @@ def test_sample_batch_per_agent():
     a = sb["policy_batches"]["a"]
     assert a["obs"].shape == (3, 2) and a["new_obs"].shape == (3, 2)
     np.testing.assert_array_equal(a["new_obs"][:-1], a["obs"][1:])
+
+
+def test_guide_code_blocks_run(capsys):
+    """docs/guides/multi-agent-data.md: its Python blocks run in order and print what the
+    comments say."""
+    import os
+    import re
+
+    path = os.path.join(os.path.dirname(__file__), "..", "docs", "guides",
+                        "multi-agent-data.md")
+    with open(path) as f:
+        blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+    ns: dict = {}
+    for block in blocks:
+        exec(compile(block, path, "exec"), ns)
+    out = capsys.readouterr().out
+    for want in ("{'a': (0, 1, 'S'), 'b': (0, 'S', 1), 'c': ('S', 'S', 0)}", "2.0 2.25",
+                 "3 (0, 1, 'S', 2)", "{'shared': (8, 8)}", "b 2"):
+        assert want in out

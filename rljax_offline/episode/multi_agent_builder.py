@@ -258,6 +258,12 @@ class MultiAgentEpisodeBuilder:
         """The immutable episode of what was collected so far."""
         episodes = {}
         for a, ag in self.agents.items():
+            short = {k: len(v) for k, v in ag.emo.items() if len(v) != len(ag.act)}
+            if short:
+                raise MultiAgentEpisodeError(
+                    f"agent {a!r}: extra_model_outputs {short} do not cover its "
+                    f"{len(ag.act)} actions: pass the same model-output keys with every "
+                    "action of an agent")
             episodes[a] = Episode(
                 observations=list(ag.obs), actions=list(ag.act), rewards=list(ag.rew),
                 infos=list(ag.infos), extra_model_outputs={k: list(v) for k, v in
