@@ -1,4 +1,4 @@
-"""Our `MultiAgentEpisode` against RLlib 2.60's on 220 randomized asynchronous traces.
+"""Our `MultiAgentEpisode` against RLlib 2.60's on 240 randomized asynchronous traces.
 
 `tests/fixtures/multi_agent/make_rllib_fixtures.py` ran every trace through RLlib's own
 episode and stored RLlib's answers; here the same traces go through `MultiAgentEpisodeBuilder`
