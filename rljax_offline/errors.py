@@ -160,3 +160,7 @@ class ObservationOutsideSpaceError(MultiAgentEpisodeError):
         super().__init__(f"env step {env_step}: observation of agent {agent_id!r} is outside "
                          f"its observation space {space}: {observation!r}")
         self.agent_id, self.env_step = agent_id, env_step
+
+
+class ModuleSpaceMismatchError(ConfigError):
+    """Two agents with different observation or action spaces are mapped to one module."""

@@ -15,6 +15,7 @@ import numpy as np
 from rljax_offline.episode.batch import EpisodeBatch, bucket_length
 from rljax_offline.episode.episode import Episode
 from rljax_offline.episode.multi_agent import MultiAgentEpisode
+from rljax_offline.episode.multi_agent_chunks import align_extra_model_outputs
 from rljax_offline.errors import MultiAgentEpisodeError
 
 
@@ -41,6 +42,9 @@ def module_batches(episodes: Iterable[MultiAgentEpisode], *, bucket: str | None 
     """
     out = {}
     for mid, eps in agent_episodes_by_module(episodes).items():
+        # agents that have not acted yet have no model-output columns: give them empty ones
+        ref = max(eps, key=lambda e: len(e.extra_model_outputs))
+        eps = [align_extra_model_outputs(e, ref) for e in eps]
         n_rows = rows if rows is not None else (
             bucket_length(len(eps), "pow2", 1) if bucket_batch_size else None)
         try:

@@ -20,7 +20,7 @@ def _steps(entries) -> list:
     return [e for e in entries if e != SKIP]
 
 
-def _align_emo(ep, other):
+def align_extra_model_outputs(ep, other):
     """`ep` with empty model-output columns for the keys only `other` has, when `ep` has no
     actions at all (an agent that has not acted yet has no model outputs)."""
     missing = set(other.extra_model_outputs) - set(ep.extra_model_outputs)
@@ -106,8 +106,8 @@ def concat_episodes(first: MultiAgentEpisode, other: MultiAgentEpisode) -> Multi
         else:
             o_map, o_lb = other.env_t_to_agent_t[a], other.map_lookback[a]
             tail = list(o_map[o_lb + 1:])
-            episodes[a] = theirs if mine is None else _align_emo(mine, theirs).concat_episode(
-                _align_emo(theirs, mine))
+            episodes[a] = theirs if mine is None else align_extra_model_outputs(
+                mine, theirs).concat_episode(align_extra_model_outputs(theirs, mine))
             src = other
             if theirs.is_done:
                 h_begin.pop(a, None)  # the builder drops them when the agent is done
