@@ -89,7 +89,7 @@ def test_unmapping_round_trip_and_jitted_one_hot(fixture):
     # env-to-module: one row per agent to act, back to one value per key
     mb2 = agent_to_module_mapping(agent_items(eps), eps)
     assert not mb2.learner
-    for (eps_id, agent_id, mid), obs in module_to_agent_unmapping(mb2)["obs"].items():
+    for (eps_id, agent_id, _), obs in module_to_agent_unmapping(mb2)["obs"].items():
         ep = next(e for e in eps if e.id_ == eps_id)
         np.testing.assert_array_equal(obs, ep.agent_episodes[agent_id].get_observations(-1))
 
