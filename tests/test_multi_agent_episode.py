@@ -131,5 +131,5 @@ def test_guide_code_blocks_run(capsys):
         exec(compile(block, path, "exec"), ns)
     out = capsys.readouterr().out
     for want in ("{'a': (0, 1, 'S'), 'b': (0, 'S', 1), 'c': ('S', 'S', 0)}", "2.0 2.25",
-                 "3 (0, 1, 'S', 2)", "{'shared': (8, 8)}", "b 2"):
+                 "3 (0, 1, 'S', 2)", "{'shared': (8, 8)}", "b 2", "(4, 5)", "[2.]"):
         assert want in out
