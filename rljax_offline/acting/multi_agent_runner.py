@@ -82,6 +82,7 @@ class MultiAgentEnvRunner:
         self.act_spaces = _spaces(self.envs[0], "action")
         self.seed = seed
         self._key = jax.random.PRNGKey(seed)
+        self._keys: list = []
         self._episodes_started = 0
 
     def _module(self, agent_id) -> Any:
@@ -100,6 +101,13 @@ class MultiAgentEnvRunner:
             b.custom_data["global_state"] = [np.asarray(env.state())]
         return b, set(obs)
 
+    def _next_key(self):
+        """Keys drawn 1024 at a time (a host-side `split` per step costs milliseconds)."""
+        if not self._keys:
+            self._key, sub = jax.random.split(self._key)
+            self._keys = list(np.asarray(jax.random.split(sub, 1024)))[::-1]
+        return self._keys.pop()
+
     def _act(self, to_act: list[tuple[int, Any, Any]]) -> dict:
         """One call per module: `{(env index, agent): (action, extra)}`."""
         by_module: dict = {}
@@ -107,10 +115,10 @@ class MultiAgentEnvRunner:
             by_module.setdefault(self._module(a), []).append((i, a, obs))
         out = {}
         for mid, rows in by_module.items():
-            self._key, key = jax.random.split(self._key)
             obs = np.stack([np.asarray(o) for _, _, o in rows])
-            res = self.policies[mid](obs, key)
+            res = self.policies[mid](obs, self._next_key())
             actions, extra = res if isinstance(res, tuple) else (res, {})
+            actions, extra = jax.device_get((actions, extra))  # one transfer
             actions = np.asarray(actions)
             extra = {k: np.asarray(v) for k, v in extra.items()}
             for j, (i, a, _) in enumerate(rows):
