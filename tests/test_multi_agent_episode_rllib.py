@@ -270,3 +270,34 @@ def test_concat_of_cut_chunks_equals_the_uncut_episode(fixture):
         rllib_failed += "__error__" in ch["second"] or "__error__" in ch.get("concat", {})
         n += 1
     assert n >= 200 and rllib_failed >= 20
+
+
+def test_slices_read_like_the_episode_they_come_from(fixture):
+    """`episode[a:b]` (RLlib 2.60's slice drops infos and mis-sizes its maps, so it is not
+    the reference): its env-step map has one entry per env step, and reading it at env steps
+    gives what the whole episode gives at the same env steps, hanging actions and their
+    rewards at the slice's end included."""
+    n_checked = 0
+    for i, tr in enumerate(fixture["traces"]):
+        if tr["rllib_error"] is not None:
+            continue
+        full = build(fixture, i, tr["steps"]).finalize()
+        n = len(full)
+        for a, b in tr["slices"]:
+            lo = max(n + a, 0) if a < 0 else min(a, n)
+            hi = max(lo, max(n + b, 0) if b < 0 else min(b, n))
+            sl = full[a:b]
+            assert len(sl) == hi - lo and sl.env_t_started == lo
+            for agent, entries in sl.env_t_to_agent_t.items():
+                assert len(entries) == sl.map_lookback[agent] + len(sl) + 1
+            if hi == lo or not sl.agent_ids:
+                continue
+            agents = sorted(sl.agent_ids)
+            assert enc(sl.get_observations()) == enc(
+                full.get_observations(slice(lo, hi + 1), agents))
+            for what, fill in (("rewards", 0.0), ("actions", -1), ("infos", None)):
+                got = getattr(sl, f"get_{what}")(slice(0, hi - lo), fill=fill)
+                want = getattr(full, f"get_{what}")(slice(lo, hi), agents, fill=fill)
+                assert enc(got) == enc(want), (i, a, b, what)
+            n_checked += 1
+    assert n_checked >= 250

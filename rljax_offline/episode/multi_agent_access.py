@@ -202,12 +202,19 @@ class MultiAgentAccess:
         if what == "extra_model_outputs" and not ep.extra_model_outputs:
             ignore_last, n_incl = False, None
         start = self.agent_t_started[agent_id]
+
+        def position(s):
+            # RLlib compares the agent step itself with the buffer length, which is the
+            # position only in chunks that start at agent step 0 with no lookback: in other
+            # chunks it skips or keeps the wrong steps. We compare the position.
+            if s == SKIP:
+                return SKIP
+            p = s - start + lookback
+            return SKIP if (ignore_last and p == n_incl) else p
+
         if isinstance(steps, list):
-            steps = [SKIP if (ignore_last and s == n_incl) else s for s in steps]
-            return [s if s == SKIP else s - start + lookback for s in steps]
-        if steps == SKIP or (ignore_last and steps == n_incl):
-            return SKIP
-        return steps - start + lookback
+            return [position(s) for s in steps]
+        return position(steps)
 
     def _by_env_steps(self, what, indices, agents, neg, fill, one_hot, key):
         ignore_last = what not in _LAST_IS_VALUE

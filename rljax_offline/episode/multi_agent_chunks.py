@@ -131,6 +131,12 @@ def concat_episodes(first: MultiAgentEpisode, other: MultiAgentEpisode) -> Multi
         custom_data={**first.custom_data, **other.custom_data})
 
 
+def _at(x):
+    """A hanging value as the builder keeps it (Python int for a scalar integer)."""
+    x = np.asarray(x)
+    return int(x) if x.ndim == 0 and x.dtype.kind in "iu" else x
+
+
 def slice_episode(ep: MultiAgentEpisode, slice_: slice,
                   len_lookback_buffer: int | None = None) -> MultiAgentEpisode:
     """Env steps `slice_` of `ep` with up to `len_lookback_buffer` earlier env steps as
@@ -150,6 +156,7 @@ def slice_episode(ep: MultiAgentEpisode, slice_: slice,
     want = ref_lb if len_lookback_buffer is None else int(len_lookback_buffer)
     lb_new = min(want, ref_lb + start)
     episodes, maps, lookbacks, t_started = {}, {}, {}, {}
+    h_act, h_emo, h_rew = {}, {}, {}
     for a, e in ep.agent_episodes.items():
         entries, mlb = ep.env_t_to_agent_t[a], ep.map_lookback[a]
         lo = max(mlb + start - lb_new, 0)
@@ -169,17 +176,32 @@ def slice_episode(ep: MultiAgentEpisode, slice_: slice,
         if not done_here and sub.is_done:
             sub = sub.replace(terminated=False, truncated=False)
         episodes[a], maps[a], lookbacks[a], t_started[a] = sub, window, lb_new, first_t
-    keep_hanging = stop == n
+        k = last_t - ep.agent_t_started[a]  # the agent's action after its last observation
+        if stop < n and window[-1] == SKIP and k < len(e):
+            # it acted inside the slice and its next observation comes after it: that
+            # action hangs here, with the reward the episode records for it
+            h_act[a] = _at(e.get_actions(k))
+            h_rew[a] = float(e.get_rewards(k))
+            h_emo[a] = {key: _at(e.get_extra_model_outputs(key, k))
+                        for key in e.extra_model_outputs}
+        elif stop < n and window[-1] == SKIP and a in ep.hanging_actions_end:
+            # the episode's own hanging action was taken inside the slice
+            h_act[a] = ep.hanging_actions_end[a]
+            h_rew[a] = ep.hanging_rewards_end.get(a, 0.0)
+            if a in ep.hanging_extra_model_outputs_end:
+                h_emo[a] = ep.hanging_extra_model_outputs_end[a]
+    if stop == n:
+        h_act = {a: v for a, v in ep.hanging_actions_end.items() if a in episodes}
+        h_emo = {a: v for a, v in ep.hanging_extra_model_outputs_end.items() if a in episodes}
+        h_rew = {a: v for a, v in ep.hanging_rewards_end.items() if a in episodes}
     return MultiAgentEpisode(
         id_=ep.id_, agent_episodes=episodes, env_t_to_agent_t=maps, map_lookback=lookbacks,
         agent_t_started=t_started, env_t_started=ep.env_t_started + start,
         env_t=ep.env_t_started + stop,
-        is_terminated=keep_hanging and ep.is_terminated,
-        is_truncated=keep_hanging and ep.is_truncated,
-        hanging_actions_end=dict(ep.hanging_actions_end) if keep_hanging else {},
-        hanging_extra_model_outputs_end=(dict(ep.hanging_extra_model_outputs_end)
-                                         if keep_hanging else {}),
-        hanging_rewards_end=dict(ep.hanging_rewards_end) if keep_hanging else {},
+        is_terminated=stop == n and ep.is_terminated,
+        is_truncated=stop == n and ep.is_truncated,
+        hanging_actions_end=h_act, hanging_extra_model_outputs_end=h_emo,
+        hanging_rewards_end=h_rew,
         hanging_rewards_begin={}, agent_module_ids=dict(ep.agent_module_ids),
         observation_space=dict(ep.observation_space), action_space=dict(ep.action_space),
         custom_data=dict(ep.custom_data))
