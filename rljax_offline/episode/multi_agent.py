@@ -25,7 +25,7 @@ import types
 from typing import Any
 
 from rljax_offline.episode.episode import Episode
-from rljax_offline.episode.multi_agent_access import SKIP, MultiAgentAccess, _n_items
+from rljax_offline.episode.multi_agent_access import SKIP, MultiAgentAccess
 from rljax_offline.errors import MultiAgentEpisodeError
 
 __all__ = ["MultiAgentEpisode", "SKIP"]
@@ -56,6 +56,12 @@ class MultiAgentEpisode(MultiAgentAccess):
                                              f"{type(ep).__name__}")
             if a not in env_t_to_agent_t:
                 raise MultiAgentEpisodeError(f"agent {a!r} has no env-step map")
+            want = int(map_lookback[a]) + int(env_t) - int(env_t_started) + 1
+            if len(env_t_to_agent_t[a]) != want:
+                raise MultiAgentEpisodeError(
+                    f"agent {a!r}: its env-step map has {len(env_t_to_agent_t[a])} entries, "
+                    f"expected {want} (lookback {map_lookback[a]} + "
+                    f"{int(env_t) - int(env_t_started)} env steps + 1)")
         values = dict(
             id_=id_, agent_episodes=types.MappingProxyType(dict(agent_episodes)),
             env_t_to_agent_t=types.MappingProxyType(
@@ -186,6 +192,3 @@ class MultiAgentEpisode(MultiAgentAccess):
     def concat_episode(self, other: MultiAgentEpisode) -> MultiAgentEpisode:
         from rljax_offline.episode.multi_agent_chunks import concat_episodes
         return concat_episodes(self, other)
-
-    def _agent_len_incl(self, agent_id, what: str) -> int:
-        return _n_items(self.agent_episodes[agent_id], what)

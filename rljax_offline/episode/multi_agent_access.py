@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import numpy as np
 
 from rljax_offline import spaces as sp
@@ -94,7 +95,6 @@ class MultiAgentAccess:
         template = sp.empty_data(spec, 1)
 
         def make(v):
-            import jax
             return jax.tree_util.tree_map(lambda x: np.full(x.shape[1:], v, x.dtype), template)
         return make
 
@@ -285,7 +285,6 @@ class MultiAgentAccess:
 
 
 def _items(data: Any) -> list:
-    import jax
     leaves = jax.tree_util.tree_leaves(data)
     n = leaves[0].shape[0] if leaves else 0
     if isinstance(data, np.ndarray):
@@ -301,5 +300,4 @@ def _n_items(ep, what: str) -> int:
     if what == "extra_model_outputs":
         k = next(iter(ep.extra_model_outputs), None)
         return 0 if k is None else len(ep.extra_model_outputs[k])
-    import jax
     return jax.tree_util.tree_leaves(getattr(ep, what))[0].shape[0]
