@@ -87,3 +87,16 @@ def test_mpe2_speaker_listener_two_modules_with_different_spaces(tmp_path):
     for ep in back:
         assert {e.module_id for e in ep.agent_episodes.values()} == {"speaker", "listener"}
         assert ep.agent_episodes["speaker_0"].actions.shape == (8, 3)
+
+
+def test_aec_env_goes_through_pettingzoos_conversion():
+    pytest.importorskip("mpe2")
+    from mpe2 import simple_spread_v3
+
+    def make():
+        return simple_spread_v3.env(N=2, max_cycles=5, continuous_actions=False)
+
+    runner = MultiAgentEnvRunner(make, {"m": random_policy(make().action_space("agent_0"))},
+                                 agent_to_module_mapping_fn=lambda a, e: "m")
+    (ep,) = runner.sample(1)
+    assert len(ep) == 5 and ep.agent_steps() == 10 and ep.is_truncated

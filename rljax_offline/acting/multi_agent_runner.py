@@ -53,6 +53,15 @@ def random_policy(space: gym.spaces.Space) -> Callable:
     raise ValueError(f"random_policy needs a Discrete or bounded Box space, got {space}")
 
 
+def _as_parallel(env):
+    """A PettingZoo AEC env (turn-based: `agent_iter`/`last`) through PettingZoo's own
+    `aec_to_parallel`; other envs as they are."""
+    if hasattr(env, "agent_iter") and hasattr(env, "last"):
+        from pettingzoo.utils.conversions import aec_to_parallel
+        return aec_to_parallel(env)
+    return env
+
+
 def _spaces(env, which: str) -> dict:
     agents = getattr(env, "possible_agents", None) or getattr(env, "agents", [])
     fn = getattr(env, f"{which}_space")
@@ -75,7 +84,7 @@ class MultiAgentEnvRunner:
                  seed: int = 0):
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        self.envs = [env_fn() for _ in range(num_envs)]
+        self.envs = [_as_parallel(env_fn()) for _ in range(num_envs)]
         self.policies = dict(policies)
         self.mapping = agent_to_module_mapping_fn
         self.obs_spaces = _spaces(self.envs[0], "observation")
