@@ -79,6 +79,18 @@ def test_hanging_action_completes_and_episode_is_immutable():
     assert ep.env_t == 1  # the earlier snapshot is unchanged
 
 
+def test_setters_return_new_episodes():
+    ep = _episode(("a", "b"), 3, 0)
+    new = ep.set_rewards(new_data={"a": np.zeros(3)})
+    assert float(np.sum(new.agent_episodes["a"].rewards)) == 0.0
+    assert float(np.sum(ep.agent_episodes["a"].rewards)) != 0.0  # unchanged
+    assert new.agent_episodes["b"] is ep.agent_episodes["b"]
+    new = ep.set_observations(new_data={"b": np.ones(2, np.float32)}, at_indices=-1)
+    np.testing.assert_array_equal(new.get_observations(-1, "b")["b"], np.ones(2))
+    with pytest.raises(KeyError, match="'z'"):
+        ep.set_actions(new_data={"z": np.zeros(3)})
+
+
 def _episode(agents, steps, seed):
     rng = np.random.default_rng(seed)
     b = _builder(agents)

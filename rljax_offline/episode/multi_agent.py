@@ -170,6 +170,39 @@ class MultiAgentEpisode(MultiAgentAccess):
                                    for a, ep in self.agent_episodes.items() if len(ep) > 0},
                 "env_steps": len(self)}
 
+    # ------------------------------------------------------------------ setters (new episodes)
+
+    def _set(self, what: str, new_data: dict, **kw) -> MultiAgentEpisode:
+        episodes = dict(self.agent_episodes)
+        for agent_id, data in new_data.items():
+            if agent_id not in episodes:
+                raise KeyError(f"agent {agent_id!r} is not in this episode (agents: "
+                               f"{sorted(map(str, episodes))})")
+            episodes[agent_id] = getattr(episodes[agent_id], f"set_{what}")(
+                new_data=data, **kw)
+        return self.replace(agent_episodes=episodes)
+
+    def set_observations(self, *, new_data: dict, at_indices=None,
+                         neg_index_as_lookback: bool = False) -> MultiAgentEpisode:
+        """RLlib's `set_observations` per agent (agent steps), as a new episode."""
+        return self._set("observations", new_data, at_indices=at_indices,
+                         neg_index_as_lookback=neg_index_as_lookback)
+
+    def set_actions(self, *, new_data: dict, at_indices=None,
+                    neg_index_as_lookback: bool = False) -> MultiAgentEpisode:
+        return self._set("actions", new_data, at_indices=at_indices,
+                         neg_index_as_lookback=neg_index_as_lookback)
+
+    def set_rewards(self, *, new_data: dict, at_indices=None,
+                    neg_index_as_lookback: bool = False) -> MultiAgentEpisode:
+        return self._set("rewards", new_data, at_indices=at_indices,
+                         neg_index_as_lookback=neg_index_as_lookback)
+
+    def set_extra_model_outputs(self, *, key: str, new_data: dict, at_indices=None,
+                                neg_index_as_lookback: bool = False) -> MultiAgentEpisode:
+        return self._set("extra_model_outputs", new_data, key=key, at_indices=at_indices,
+                         neg_index_as_lookback=neg_index_as_lookback)
+
     def to_numpy(self) -> MultiAgentEpisode:
         return self.replace(agent_episodes={a: ep.to_numpy()
                                             for a, ep in self.agent_episodes.items()})
