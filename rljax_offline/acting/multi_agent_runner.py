@@ -77,11 +77,12 @@ class MultiAgentEnvRunner:
       agent_to_module_mapping_fn: `(agent_id, episode) -> module_id`, or a dict.
       num_envs: env copies stepped together.
       seed: env reset seeds (`seed + episode number`) and the policies' RNG.
+      global_state: keep the env's `state()` per env step (when the env has one).
     """
 
     def __init__(self, env_fn: Callable[[], Any], policies: dict, *,
                  agent_to_module_mapping_fn: Callable | dict, num_envs: int = 1,
-                 seed: int = 0):
+                 seed: int = 0, global_state: bool = True):
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.envs = [_as_parallel(env_fn()) for _ in range(num_envs)]
@@ -90,6 +91,7 @@ class MultiAgentEnvRunner:
         self.obs_spaces = _spaces(self.envs[0], "observation")
         self.act_spaces = _spaces(self.envs[0], "action")
         self.seed = seed
+        self.global_state = global_state
         self._key = jax.random.PRNGKey(seed)
         self._keys: list = []
         self._episodes_started = 0
@@ -106,7 +108,7 @@ class MultiAgentEnvRunner:
                                      action_space=self.act_spaces,
                                      agent_to_module_mapping_fn=self.mapping)
         b.add_env_reset(observations=obs, infos=infos)
-        if hasattr(env, "state"):
+        if self.global_state and hasattr(env, "state"):
             b.custom_data["global_state"] = [np.asarray(env.state())]
         return b, set(obs)
 
@@ -145,10 +147,13 @@ class MultiAgentEnvRunner:
         while done < num_episodes:
             to_act = [(i, a, b.agents[a].obs[-1]) for i, (b, last) in enumerate(state)
                       for a in sorted(last, key=str) if not b.agents[a].done]
-            chosen = self._act(to_act)
+            per_env: list = [({}, {}) for _ in state]
+            for (k, a), (act, e) in self._act(to_act).items():
+                per_env[k][0][a] = act
+                if e:
+                    per_env[k][1][a] = e
             for i, (b, _) in enumerate(state):
-                actions = {a: act for (k, a), (act, _) in chosen.items() if k == i}
-                extra = {a: e for (k, a), (_, e) in chosen.items() if k == i and e}
+                actions, extra = per_env[i]
                 obs, rew, terms, truncs, infos = self.envs[i].step(actions)
                 b.add_env_step(obs, actions, dict(rew), infos, terminateds=dict(terms),
                                truncateds=dict(truncs), extra_model_outputs=extra)
