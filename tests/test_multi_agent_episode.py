@@ -152,3 +152,24 @@ def test_guide_code_blocks_run(capsys):
                  "(0, 'S', 'S', 1, 'S', 'S', 2, 'S', 'S', 3, 'S', 'S', 4)",
                  *(["[75, 75]"] if has_mpe2 else [])):
         assert want in out
+
+
+@pytest.mark.parametrize("space", [gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+                                   gym.spaces.Box(-np.inf, np.inf, (2,), np.float32),
+                                   gym.spaces.Box(0, 5, (2,), np.int64)])
+def test_box_observation_check_agrees_with_gymnasium(space):
+    from rljax_offline.episode.multi_agent_builder import _in_box
+
+    import warnings
+
+    values = [np.zeros(2, np.float32), np.full(2, 3.0, np.float32),
+              np.full(2, np.nan, np.float32), np.zeros(3, np.float32), np.zeros(2, np.float64),
+              np.ones(2, np.int64), np.full(2, -2, np.int32), [0.5, 0.5], "text"]
+    for v in values:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # gymnasium warns when it casts a list
+                want = bool(space.contains(v))
+        except Exception:  # noqa: BLE001
+            want = False
+        assert _in_box(v, space, {}) == want, (space, v)
