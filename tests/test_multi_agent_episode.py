@@ -158,9 +158,9 @@ def test_guide_code_blocks_run(capsys):
                                    gym.spaces.Box(-np.inf, np.inf, (2,), np.float32),
                                    gym.spaces.Box(0, 5, (2,), np.int64)])
 def test_box_observation_check_agrees_with_gymnasium(space):
-    from rljax_offline.episode.multi_agent_builder import _in_box
-
     import warnings
+
+    from rljax_offline.episode.multi_agent_builder import _in_box
 
     values = [np.zeros(2, np.float32), np.full(2, 3.0, np.float32),
               np.full(2, np.nan, np.float32), np.zeros(3, np.float32), np.zeros(2, np.float64),
