@@ -224,7 +224,8 @@ def test_error_traces_raise_named_errors(fixture):
         if err is None:
             continue
         with pytest.raises(MultiAgentEpisodeError) as info:
-            build(fixture, i, tr["steps"])
+            build(fixture, i, tr["steps"][:err["step"] + 1])
+        build(fixture, i, tr["steps"][:err["step"]])  # the steps before it are fine
         if "truncated" in err["message"]:
             assert isinstance(info.value, AgentTruncatedWithoutObservationError)
             assert info.value.env_step == err["step"] + 1
