@@ -173,3 +173,17 @@ def test_box_observation_check_agrees_with_gymnasium(space):
         except Exception:  # noqa: BLE001
             want = False
         assert _in_box(v, space, {}) == want, (space, v)
+
+
+def test_multi_agent_episode_is_a_pytree():
+    ep = _episode(("a", "b"), 3, 0)
+    on_device = jax.device_put(ep)
+    assert type(on_device) is type(ep) and on_device.env_t_to_agent_t == ep.env_t_to_agent_t
+    assert isinstance(on_device.agent_episodes["a"].rewards, jax.Array)
+    doubled = jax.tree_util.tree_map(lambda x: x * 2, ep)
+    np.testing.assert_allclose(doubled.agent_episodes["b"].rewards,
+                               2 * ep.agent_episodes["b"].rewards)
+    np.testing.assert_array_equal(doubled.get_observations(-1)["a"],
+                                  2 * ep.get_observations(-1)["a"])
+    total = jax.jit(lambda e: sum(x.rewards.sum() for x in e.agent_episodes.values()))
+    np.testing.assert_allclose(float(total(ep)), ep.get_return(), rtol=1e-5)

@@ -24,6 +24,8 @@ from __future__ import annotations
 import types
 from typing import Any
 
+import jax
+
 from rljax_offline.episode.episode import Episode
 from rljax_offline.episode.multi_agent_access import SKIP, MultiAgentAccess
 from rljax_offline.errors import MultiAgentEpisodeError
@@ -225,3 +227,57 @@ class MultiAgentEpisode(MultiAgentAccess):
     def concat_episode(self, other: MultiAgentEpisode) -> MultiAgentEpisode:
         from rljax_offline.episode.multi_agent_chunks import concat_episodes
         return concat_episodes(self, other)
+
+
+# ---------------------------------------------------------------------- pytree
+
+_LEAF_FIELDS = ("agent_episodes", "hanging_actions_end", "hanging_extra_model_outputs_end",
+                "hanging_rewards_end", "hanging_rewards_begin")
+_STATIC_FIELDS = tuple(f for f in MultiAgentEpisode.__slots__
+                       if f not in _LEAF_FIELDS and f != "_cache")
+
+
+class _Static:
+    """The non-array fields of a flattened episode; equal (and hashed) by the env-step maps,
+    flags and module ids, which is what shapes depend on (ids, spaces, custom data ride
+    along, as `Episode`'s host data does)."""
+
+    __slots__ = ("values", "key")
+
+    def __init__(self, values: dict):
+        self.values = values
+        self.key = (
+            tuple((repr(a), m) for a, m in values["env_t_to_agent_t"].items()),
+            tuple((repr(a), v) for a, v in values["map_lookback"].items()),
+            tuple((repr(a), v) for a, v in values["agent_t_started"].items()),
+            values["env_t_started"], values["env_t"], values["is_terminated"],
+            values["is_truncated"],
+            tuple((repr(a), repr(v)) for a, v in values["agent_module_ids"].items()))
+
+    def __eq__(self, other):
+        return isinstance(other, _Static) and self.key == other.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+
+def _flatten(ep: MultiAgentEpisode):
+    children = tuple(dict(getattr(ep, f)) for f in _LEAF_FIELDS)
+    return children, _Static({f: getattr(ep, f) for f in _STATIC_FIELDS})
+
+
+def _unflatten(static: _Static, children) -> MultiAgentEpisode:
+    out = object.__new__(MultiAgentEpisode)
+    for f, v in static.values.items():
+        object.__setattr__(out, f, v)
+    for f, v in zip(_LEAF_FIELDS, children):
+        object.__setattr__(out, f, types.MappingProxyType(dict(v)))
+    object.__setattr__(out, "_cache", {})
+    return out
+
+
+# A pytree: `jax.tree_util.tree_map(np.asarray, ep)` and `jax.device_put(ep)` keep it a
+# MultiAgentEpisode (agent episodes come back without host data, as `Episode`s do). Its
+# static part holds the env-step maps, so `jit` over episodes compiles per step pattern:
+# jitted code takes `module_batches(episodes)` instead.
+jax.tree_util.register_pytree_node(MultiAgentEpisode, _flatten, _unflatten)
