@@ -153,3 +153,34 @@ def test_rllib_single_agent_decoder_reads_our_agent_rows():
         assert e.get_rewards().tolist() == r["rewards"]
         assert float(e.get_return()) == r["return"]
     assert len(read_multi_agent_episodes(os.path.join(T.HERE, "agent_rows"))) == 12
+
+
+def test_tabular_layout_reads_as_one_episode_per_agent(fixture, tmp_path):
+    from rljax_offline.data.multi_agent_tabular import write_multi_agent_tabular
+
+    # whole episodes only (a chunk shares its agent episodes' ids with the whole episode)
+    eps = [T.build(fixture, i, tr["steps"]).finalize()
+           for i, tr in enumerate(fixture["traces"][:8]) if tr["rllib_error"] is None]
+    files = write_multi_agent_tabular(eps, str(tmp_path))
+    assert sorted(os.path.basename(os.path.dirname(f)) for f in files) == ["m0", "m1"]
+    for f in files:
+        mid = os.path.basename(os.path.dirname(f))
+        table = pq.read_table(f)
+        assert {"eps_id", "agent_id", "module_id", "obs", "actions", "rewards", "new_obs",
+                "terminateds", "truncateds", "agent_index", "env_t"} <= set(table.column_names)
+        got = read_episodes(os.path.dirname(f), input_read_episodes=False)
+        want = [(ep, a, sa) for ep in eps for a, sa in sorted(ep.agent_episodes.items())
+                if sa.module_id == mid and len(sa) > 0]
+        assert len(got) == len(want)
+        by_id = {g.id_: g for g in got}  # the reader yields episodes as they finish
+        for ep, a, sa in want:
+            g = by_id[sa.id_]
+            assert len(g) == len(sa)
+            np.testing.assert_array_equal(g.get_observations(), sa.get_observations())
+            np.testing.assert_array_equal(g.get_rewards(), sa.get_rewards())
+            assert set(g.extra_model_outputs) >= {"agent_index", "env_t", "logp"}
+            assert g.get_extra_model_outputs("agent_index").tolist() == [
+                sorted(ep.agent_episodes).index(a)] * len(sa)
+            # env_t: the env step of each row's observation, from the env-step map
+            obs_env_steps = g.get_extra_model_outputs("env_t")
+            np.testing.assert_array_equal(g.get_observations()[:-1, 0], obs_env_steps)

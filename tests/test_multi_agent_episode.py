@@ -148,7 +148,7 @@ def test_guide_code_blocks_run(capsys):
         exec(compile(block, path, "exec"), ns)
     out = capsys.readouterr().out
     for want in ("{'a': (0, 1, 'S'), 'b': (0, 'S', 1), 'c': ('S', 'S', 0)}", "2.0 2.25",
-                 "3 (0, 1, 'S', 2)", "{'shared': (8, 8)}", "b 2", "(4, 5)", "[2.]",
+                 "3 (0, 1, 'S', 2)", "{'shared': (8, 8)}", "b 2", "(4, 5)", "[2.]", "[1, 1, 2]",
                  "(0, 'S', 'S', 1, 'S', 'S', 2, 'S', 'S', 3, 'S', 'S', 4)",
                  *(["[75, 75]"] if has_mpe2 else [])):
         assert want in out
