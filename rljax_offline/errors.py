@@ -132,3 +132,42 @@ class ZeroImportanceWeightsWarning(RuntimeWarning):
     target that no recorded episode follows throughout), so the effective sample size is 0
     and the estimate is nan. A warning, not an error: the other estimators of the same run
     (FQE, DR) still stand."""
+
+
+class MultiAgentEpisodeError(EpisodeError):
+    """A multi-agent env step that RLlib's episode rules refuse (data for an agent that is
+    done, a step on a finished episode, a step without the reward of an agent that acted)."""
+
+
+class AgentTruncatedWithoutObservationError(MultiAgentEpisodeError):
+    """An agent was truncated at `env_step` with an action still hanging and no final
+    observation, which value bootstrapping needs (RLlib's most reported multi-agent error)."""
+
+    def __init__(self, agent_id, env_step: int):
+        super().__init__(f"agent {agent_id!r} was truncated at env step {env_step} after it "
+                         "acted, but the env returned no final observation for it (needed to "
+                         "bootstrap its value): return the agent's last observation together "
+                         "with truncated=True")
+        self.agent_id, self.env_step = agent_id, env_step
+
+
+class AgentNotInEnvError(MultiAgentEpisodeError):
+    """An action for an agent that the env has not observed (not in the episode)."""
+
+    def __init__(self, agent_id, env_step: int):
+        super().__init__(f"env step {env_step}: action for agent {agent_id!r}, which is not in "
+                         "the env (it never received an observation in this episode)")
+        self.agent_id, self.env_step = agent_id, env_step
+
+
+class ObservationOutsideSpaceError(MultiAgentEpisodeError):
+    """An agent's observation does not lie in that agent's observation space."""
+
+    def __init__(self, agent_id, env_step: int, space, observation):
+        super().__init__(f"env step {env_step}: observation of agent {agent_id!r} is outside "
+                         f"its observation space {space}: {observation!r}")
+        self.agent_id, self.env_step = agent_id, env_step
+
+
+class ModuleSpaceMismatchError(ConfigError):
+    """Two agents with different observation or action spaces are mapped to one module."""

@@ -243,3 +243,28 @@ def test_fifo_input_is_refused_not_a_hang(tmp_path):
         read_episodes(fifo)
     with pytest.raises(OfflineDataError, match="not a regular file"):
         read_episodes("/dev/zero")
+
+
+def test_multi_agent_batch_two_agents_one_policy_read_as_two_episodes(tmp_path):
+    """Old-stack MultiAgentBatch: agents 0 and 1 of one eps_id share policy p0 (rows
+    interleaved, as RLlib's collector can write them): two episodes, not one."""
+    rng = np.random.default_rng(0)
+    T = 4
+    obs = {k: rng.normal(size=(T + 1, 3)).round(3) for k in (0, 1)}
+    order = [(k, t) for t in range(T) for k in (0, 1)]
+    batch = {"obs": [obs[k][t].tolist() for k, t in order],
+             "new_obs": [obs[k][t + 1].tolist() for k, t in order],
+             "actions": [int(k) for k, _ in order], "rewards": [float(t) for _, t in order],
+             "terminateds": [t == T - 1 for _, t in order],
+             "truncateds": [False] * (2 * T), "eps_id": [7] * (2 * T),
+             "agent_index": [k for k, _ in order]}
+    line = json.dumps({"type": "MultiAgentBatch", "count": T,
+                       "policy_batches": {"p0": batch}})
+    (tmp_path / "ma2.json").write_text(line + "\n")
+    eps = list(read_sample_batch_json(str(tmp_path / "ma2.json")))
+    assert [(e.id_, e.agent_id, e.multi_agent_episode_id, e.module_id, len(e))
+            for e in eps] == [("7_0", 0, "7", "p0", T), ("7_1", 1, "7", "p0", T)]
+    for e in eps:
+        k = e.agent_id
+        np.testing.assert_allclose(e.get_observations(), obs[k])
+        assert e.get_actions().tolist() == [k] * T and e.is_terminated

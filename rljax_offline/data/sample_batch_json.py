@@ -6,8 +6,11 @@ A `SampleBatch` line holds columns (`obs`, `actions`, `rewards`, `new_obs`, `don
 (`base64(lz4(pickle))`, decoded by the safe unpickler of `data.tabular`). A `MultiAgentBatch`
 line holds `policy_batches: {policy_id: {column: ...}}`; each policy's rows become episodes
 with `module_id` set to the policy id. Rows are split into episodes where `eps_id` changes
-(a batch of `rollout_fragment_length` steps can hold several); an episode is terminated or
-truncated when one of its rows says so. Columns beyond RLlib's become extra model outputs.
+(a batch of `rollout_fragment_length` steps can hold several) and, with an `agent_index`
+column, per `(eps_id, agent_index)`: two agents that share a policy are two episodes (ids
+`<eps_id>_<agent_index>`, `agent_id` and `multi_agent_episode_id` set). An episode is
+terminated or truncated when one of its rows says so. Columns beyond RLlib's become extra
+model outputs.
 
 Every malformed line (not UTF-8, not JSON, nested too deep, a wrong type, columns of different
 lengths, values outside the spaces) is an `OfflineDataError` naming the file, the line number
@@ -71,26 +74,48 @@ def _episodes_of_batch(batch: Any, where: dict, module_id: str | None) -> Iterat
     if n == 0:
         return
     ids = cols.get("eps_id", np.zeros(n, np.int64))
-    starts = [0, *(np.flatnonzero(ids[1:] != ids[:-1]) + 1).tolist(), n]
+    agents = cols.get("agent_index")
     done_term = cols.get("terminateds", cols.get("dones", np.zeros(n, bool))).astype(bool)
     done_trunc = cols.get("truncateds", np.zeros(n, bool)).astype(bool)
-    for a, b in zip(starts[:-1], starts[1:]):
-        obs = cols["obs"][a:b]
-        new_obs = cols.get("new_obs", cols["obs"])[a:b]
+    for rows, agent in _episode_rows(ids, agents):
+        a, b = int(rows[0]), int(rows[-1]) + 1
+        span = f"rows {a}..{b - 1}" + ("" if agent is None else f" (agent_index {agent})")
+        obs = cols["obs"][rows]
+        new_obs = cols.get("new_obs", cols["obs"])[rows]
+        multi = agent is not None and len(set(agents[ids == ids[a]].tolist())) > 1
+        eps_id = str(ids[a].item()) if "eps_id" in cols else None
         try:
             episode = Episode(
                 observations=np.concatenate([obs, new_obs[-1:]]),
-                actions=cols["actions"][a:b], rewards=cols["rewards"][a:b].astype(np.float64),
-                extra_model_outputs={k: v[a:b] for k, v in cols.items() if k not in _NOT_EMO},
-                terminated=bool(done_term[a:b].any()),
-                truncated=bool(done_trunc[a:b].any()) and not bool(done_term[a:b].any()),
-                id_=str(ids[a].item()) if "eps_id" in cols else None,
+                actions=cols["actions"][rows], rewards=cols["rewards"][rows].astype(np.float64),
+                extra_model_outputs={k: v[rows] for k, v in cols.items() if k not in _NOT_EMO},
+                terminated=bool(done_term[rows].any()),
+                truncated=bool(done_trunc[rows].any()) and not bool(done_term[rows].any()),
+                id_=f"{eps_id}_{agent}" if multi and eps_id is not None else eps_id,
+                agent_id=agent if multi else None,
+                multi_agent_episode_id=eps_id if multi else None,
                 **({"module_id": module_id} if module_id is not None else {}))
         except (EpisodeError, ValueError, TypeError) as e:
-            raise OfflineDataError(f"rows {a}..{b - 1} are not an episode: {e}",
-                                   **where) from None
+            raise OfflineDataError(f"{span} are not an episode: {e}", **where) from None
         check_episode(episode, **where)
         yield episode
+
+
+def _episode_rows(ids: np.ndarray, agents: np.ndarray | None) -> Iterator[tuple]:
+    """Row indices of each episode, in order of first row: a new episode where `eps_id`
+    changes; with `agent_index`, the rows of one `(eps_id, agent_index)` pair (two agents
+    sharing a policy write interleaved or consecutive rows of one `eps_id`)."""
+    n = len(ids)
+    starts = [0, *(np.flatnonzero(ids[1:] != ids[:-1]) + 1).tolist(), n]
+    for a, b in zip(starts[:-1], starts[1:]):
+        if agents is None or len(np.unique(agents[a:b])) == 1:
+            yield np.arange(a, b), (None if agents is None else agents[a].item())
+            continue
+        seen: dict = {}
+        for r in range(a, b):
+            seen.setdefault(agents[r].item(), []).append(r)
+        for agent, rows in seen.items():
+            yield np.asarray(rows), agent
 
 
 def _parse(raw: bytes, path: str, lineno: int) -> Any:
