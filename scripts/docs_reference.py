@@ -45,7 +45,7 @@ API_PACKAGES = tuple(sorted(
     key=lambda name: (LAYER_ORDER.index(name) if name in LAYER_ORDER else len(LAYER_ORDER),
                       name)))
 # Top-level modules that are no package: each is a section of the "core" page.
-API_MODULES = ("errors", "spaces", "tree_util")
+API_MODULES = ("errors", "spaces", "tree_util", "registry", "constants")
 
 
 class _Probe:

@@ -29,6 +29,10 @@ NOT_RUN = {
     "guides/rllib-guide-end-to-end.md": "PPO trained to 450 (~45k env steps; "
                                         "tests/test_ppo.py runs the workflow)",
     "guides/sac.md": "10,000 SAC env steps and a CQL checkpoint (tests/test_sac.py)",
+    "guides/rllib-offline-guide.md": "PPO to 450, 500 recorded episodes and BC to 450, run "
+                                     "as written by tests/test_rllib_offline_guide.py (slow)",
+    "guides/multi-agent-data.md": "run in order, with its printed output checked, by "
+                                  "tests/test_multi_agent_episode.py",
     "guides/export.md#1": "an LSTM export and an env loop `play()` left to the reader "
                           "(tests/test_export_stateful.py)",
 }
@@ -83,8 +87,19 @@ def record(path: str, env: str = "CartPole-v1", episodes: int = 20) -> None:
     record_expert(env, path, num_episodes=episodes, progress=False)
 
 
-RUN_PAGES = ["concepts/episodes.md", "concepts/connectors.md", "rllib-migration.md"]
+RUN_PAGES = ["concepts/episodes.md", "concepts/connectors.md", "rllib-migration.md",
+             "concepts/architecture.md"]
 RUN_CHAINS = [["guides/offline-algorithms.md", "guides/export.md#0"]]
+
+
+@pytest.mark.slow
+def test_architecture_page(workdir):
+    """A policy loaded without an Algorithm, judged by OPE; a policy that draws K votes with
+    its key; four seeds in one program, one saved and loaded."""
+    ns = run_pages(["concepts/architecture.md"])
+    assert ns["policy"].acting.takes_key and ns["bc"].algo_name == "bc"
+    assert {"mean", "std"} <= set(ns["result"])
+    assert ns["load_policy"]("/tmp/arch_seed2").seed == 2
 
 
 def test_episodes_then_connectors_pages(workdir):

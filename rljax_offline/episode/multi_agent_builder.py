@@ -65,8 +65,9 @@ class MultiAgentEpisodeBuilder:
 
     Args:
       id_: the episode id (a new uuid by default).
-      observation_space, action_space: dicts agent id -> gymnasium space (optional; with them,
-        observations are checked, and `fill=` / `one_hot_discrete` know item shapes).
+      observation_space: dict agent id -> gymnasium space (optional; with it, observations
+        are checked, and `fill=` / `one_hot_discrete` know item shapes).
+      action_space: dict agent id -> gymnasium space (optional; item shapes of actions).
       agent_to_module_mapping_fn: `(agent_id, episode) -> module_id`, or a dict; default:
         every agent to RLlib's `"default_policy"`.
     """

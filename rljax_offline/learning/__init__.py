@@ -16,6 +16,10 @@ _LAZY = {
     "network_subset": "update", "DataParallel": "data_parallel",
     "select_devices": "data_parallel", "prefetch_to_device": "data_parallel",
     "init_state": "init", "make_optimizer": "optim",
+    # several modules in one update (multi-agent)
+    "ModuleGroup": "multi_module", "group_modules": "multi_module",
+    "init_multi_state": "multi_module", "make_multi_update": "multi_module",
+    "check_policies_to_train": "multi_module", "unstack": "multi_module",
     # loss helpers shared by the algorithms
     "take_action": "losses", "not_terminal": "losses", "target_entropy": "losses",
     "expectile_loss": "losses", "huber": "losses", "per_example_normal": "losses",

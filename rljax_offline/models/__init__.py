@@ -19,7 +19,9 @@ _LAZY = {
     "deterministic": "distributions", "for_space": "distributions",
     "action_scaler": "distributions",
     "LayerInits": "initializers", "layer_inits": "initializers",
-    "TORCH_DEFAULT": "initializers", "MODEL_CONFIG_DEFAULTS": "policy",
+    "TORCH_DEFAULT": "initializers", "MODEL_CONFIG_DEFAULTS": "model_config",
+    "DefaultModelConfig": "model_config", "check_model_config": "model_config",
+    "critic": "actor_critic",
 }
 
 __all__ = sorted(_LAZY)

@@ -50,6 +50,7 @@ class Module(NamedTuple):
       dist: policies: the distribution of their outputs.
       obs_spec: the observation space's spec it was built for.
       act_spec: the action space's spec it was built for.
+      takes_key: `apply` is `(params, key, obs)`: a policy that draws when it acts.
     """
 
     init: Callable[[jax.Array], Any] | None
