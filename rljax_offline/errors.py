@@ -127,11 +127,12 @@ class EmptyEvaluationSplitError(OPEError):
     """The held-out evaluation share of the offline data holds no episode."""
 
 
-class ZeroImportanceWeightsWarning(RuntimeWarning):
+class ZeroImportanceWeightsWarning(RljaxError, RuntimeWarning):
     """An importance-weighted OPE estimate is undefined: every trajectory weight is 0 (a greedy
     target that no recorded episode follows throughout), so the effective sample size is 0
-    and the estimate is nan. A warning, not an error: the other estimators of the same run
-    (FQE, DR) still stand."""
+    and the estimate is nan. Warned, not raised: the other estimators of the same run (FQE,
+    DR) still stand. Under the error root like every named condition, so
+    `warnings.simplefilter("error", ZeroImportanceWeightsWarning)` raises an `RljaxError`."""
 
 
 class MultiAgentEpisodeError(EpisodeError):

@@ -1,7 +1,8 @@
 """`SeedRuns`: N runs of one offline config in one program. Each seed's params equal the
 separate run of the config with that seed (float32: to rounding; float64 exactness is
 tests/test_seeds.py), metrics come per seed and as mean +- std, each seed evaluates in the
-env, and one seed's checkpoint loads as any other (the algorithm, its trained policy)."""
+env, one seed's checkpoint loads as any other (the algorithm, its trained policy), and one
+checkpoint of every seed resumes them exactly or gives one seed's policy."""
 
 import jax
 import numpy as np
@@ -11,7 +12,7 @@ from rljax_offline import BCConfig, PPOConfig
 from rljax_offline.acting.env_runner import record_expert
 from rljax_offline.algorithms.algorithm import Algorithm
 from rljax_offline.algorithms.seeds import SeedRuns
-from rljax_offline.errors import ConfigError
+from rljax_offline.errors import CheckpointError, ConfigError
 from rljax_offline.learning.trained_policy import load_policy
 
 SEEDS = [0, 3]
@@ -65,3 +66,30 @@ def test_streamed_data_and_online_learners_are_named_errors(config):
         SeedRuns(PPOConfig(), SEEDS)
     with pytest.raises(ConfigError, match="distinct"):
         SeedRuns(config, [1, 1])
+
+
+def test_one_checkpoint_holds_every_seed_and_resumes_exactly(config, tmp_path):
+    runs = SeedRuns(config, SEEDS)
+    runs.train()
+    path = runs.save_all(str(tmp_path / "all"))
+    runs.train()
+    back = SeedRuns(config, SEEDS)
+    back.restore(path)
+    assert back.iteration == 1
+    back.train()
+    for i in range(len(SEEDS)):
+        for a, b in zip(jax.tree_util.tree_leaves(runs.policy(i).params),
+                        jax.tree_util.tree_leaves(back.policy(i).params)):
+            np.testing.assert_array_equal(a, b)  # the same program from the same state
+    one = load_policy(path, seed=3)
+    assert one.seed == 3 and one.params["policy"] is not None
+    with pytest.raises(CheckpointError, match=r"seeds \[0, 3\]"):
+        load_policy(path)
+    with pytest.raises(CheckpointError, match="SeedRuns"):
+        Algorithm.from_checkpoint(path)
+    other = SeedRuns(config, [0, 4])
+    with pytest.raises(CheckpointError, match="seeds"):
+        other.restore(path)
+    other.stop()
+    runs.stop()
+    back.stop()

@@ -50,6 +50,11 @@ def restore(algo: Any, path: str) -> None:
     if saved != algo.algo_name:
         raise ValueError(f"checkpoint {path!r} holds a {saved!r} algorithm, not "
                          f"{algo.algo_name!r}; use Algorithm.from_checkpoint(path)")
+    if meta.get("seeds") is not None:
+        raise ckpt.CheckpointError(
+            f"checkpoint {path!r} holds the runs of seeds {meta['seeds']} in one state: "
+            "continue them with SeedRuns(config, seeds).restore(path), or take one out with "
+            "load_policy(path, seed=...)")
     algo.data.forget_stream()  # a stream from before: resume from the saved cursor
     state = algo.dp.put_replicated(ckpt.load_state(path, algo.state))
     algo.data.resume_cursor = _restored_cursor(path, meta, algo.data, state.connector_state)

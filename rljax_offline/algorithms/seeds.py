@@ -12,7 +12,9 @@ minibatch draws), and each iteration is one `vmap`ped scan of updates over the d
   returns per seed and their mean +- std;
 * `policy(i)`, `save(path, i)`: one seed's `TrainedPolicy`, or its checkpoint (a checkpoint of
   the algorithm with `seed = seeds[i]`: `Algorithm.from_checkpoint`, `load_policy`, export,
-  OPE and fine-tuning take it as any other).
+  OPE and fine-tuning take it as any other);
+* `save_all(path)`, `restore(path)`: every seed in one checkpoint, continued exactly;
+  `load_policy(path, seed=s)` takes one seed's policy out of it.
 
 Offline algorithms on materialized data (streamed data and online learners are a
 `ConfigError`). Seed `i` equals the separate run of the config with `seed = seeds[i]` (in
@@ -126,5 +128,27 @@ class SeedRuns:
                 "config": config.to_dict(), "iteration": self.iteration, "history": history}
         return ckpt.save_checkpoint(path, jax.device_get(seed_slice(self.states, i)), meta)
 
+    def save_all(self, path: str) -> str:
+        """A checkpoint of every seed (the stacked state; `meta.json` names the seeds):
+        `restore` continues all of them, `load_policy(path, seed=s)` takes one out."""
+        history = [{k: v for k, v in r.items() if k != "per_seed"} for r in self.history]
+        meta = {"format": checkpointing.CHECKPOINT_FORMAT, "algorithm": self.config.algo_name,
+                "config": self.config.to_dict(), "iteration": self.iteration,
+                "history": history, "seeds": self.seeds}
+        return ckpt.save_checkpoint(path, jax.device_get(self.states), meta)
+
+    def restore(self, path: str) -> None:
+        """Continues every seed of a `save_all` checkpoint of the same seeds."""
+        meta = ckpt.load_meta(path)
+        if meta.get("seeds") != self.seeds or meta.get("algorithm") != self.config.algo_name:
+            raise ckpt.CheckpointError(
+                f"checkpoint {path!r} holds {meta.get('algorithm')!r} seeds "
+                f"{meta.get('seeds')}, not {self.config.algo_name!r} seeds {self.seeds}")
+        self.states = self.algo.dp.put_replicated(
+            ckpt.load_state(path, jax.device_get(self.states)))
+        self.iteration = int(meta["iteration"])
+        self.history = list(meta.get("history", []))
+
     def stop(self) -> None:
+        """Stops the algorithm that holds the data (its threads, its envs)."""
         self.algo.stop()

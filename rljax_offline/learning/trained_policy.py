@@ -27,6 +27,7 @@ import os
 from typing import Any, NamedTuple
 
 import jax
+import numpy as np
 
 from rljax_offline import registry
 from rljax_offline.connectors.core import Spaces, share_states
@@ -154,17 +155,24 @@ def make_policy(config: Any, gym_spaces: tuple, params: dict, connector_state: A
                          pipes, jax.device_get(params), jax.device_get(connector_state))
 
 
-def load_policy(path: str | os.PathLike, config: Any = None) -> TrainedPolicy:
+def load_policy(path: str | os.PathLike, config: Any = None,
+                seed: int | None = None) -> TrainedPolicy:
     """The trained policy of the checkpoint at `path` (any registered algorithm, any
     checkpoint format this version restores), without building the algorithm.
 
     Args:
       path: the checkpoint folder.
       config: the run's config, needed when it held code (see `saved_config`).
+      seed: which seed, for a checkpoint of several (`algorithms.seeds.SeedRuns.save_all`);
+        a named error names them when it is missing or not among them.
     """
     path = os.fspath(path)
     meta = ckpt.load_meta(path)
     saved = meta.get("algorithm", "bc")
+    seeds = meta.get("seeds")
+    if seeds is not None and seed not in seeds:
+        raise ckpt.CheckpointError(f"checkpoint {path!r} holds the runs of seeds {seeds}: "
+                                   "pick one with load_policy(path, seed=...)")
     if config is None:
         config = saved_config(path, meta)
     elif config.algo_name != saved:
@@ -174,5 +182,12 @@ def load_policy(path: str | os.PathLike, config: Any = None) -> TrainedPolicy:
     spaces = Spaces.of(*gym_spaces)
     spec, pipes = config.policy_parts(spaces)
     template = state_template(spec.learning, pipes.learner.init(spaces))
-    state = ckpt.load_state(path, template)
+    if seeds is not None:  # one stacked state: the template gets the seed axis
+        template = jax.tree_util.tree_map(
+            lambda x: np.zeros((len(seeds), *np.shape(x)), np.asarray(x).dtype), template)
+        state = jax.tree_util.tree_map(lambda x: x[seeds.index(seed)],
+                                       ckpt.load_state(path, template))
+        config = config.debugging(seed=seed)
+    else:
+        state = ckpt.load_state(path, template)
     return make_policy(config, gym_spaces, state.params, state.connector_state, (spec, pipes))
