@@ -71,8 +71,18 @@ def _checkpoint(ns: dict) -> None:
     _record(str(ns["_tmp"] / "cartpole_mixed"), flip_prob=0.3)
 
 
+def _ppo_checkpoint(ns: dict) -> None:
+    from rljax_offline import PPOConfig
+    algo = PPOConfig().rl_module(model_config={"fcnet_hiddens": [8]}).build()
+    algo.save(str(ns["_tmp"] / "ppo_ckpt"))
+    algo.stop()
+
+
 # docstring name -> what its examples take as given.
 SETUP = {
+    "rljax_offline.learning.trained_policy": _ppo_checkpoint,
+    "rljax_offline.algorithms.seeds":
+        lambda ns: _record(str(ns["_tmp"] / "pendulum"), "Pendulum-v1", 3),
     "rljax_offline.data.writer.EpisodeWriter": _episodes,
     "rljax_offline.learning.spec": _spaces,
     "rljax_offline.ope.methods": _config,

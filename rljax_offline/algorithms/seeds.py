@@ -21,10 +21,14 @@ Offline algorithms on materialized data (streamed data and online learners are a
 float64 to summation order: `tests/test_seeds.py`; in float32 to rounding).
 
 Example:
-    >>> runs = SeedRuns(IQLConfig().environment("Pendulum-v1").offline_data(input_=data),
-    ...                 seeds=[0, 1, 2, 3])
-    >>> result = runs.train()
-    >>> result["mean"]["total_loss"], result["std"]["total_loss"]
+    >>> from rljax_offline import IQLConfig
+    >>> config = (IQLConfig().environment("Pendulum-v1").offline_data(input_="/tmp/pendulum")
+    ...           .training(num_updates_per_iteration=10).evaluation(evaluation_interval=0))
+    >>> runs = SeedRuns(config, seeds=[0, 1, 2, 3])
+    >>> result = runs.train()   # per seed, and mean and std over the seeds
+    >>> {"mean", "std"} <= set(result)
+    True
+    >>> runs.stop()
 """
 
 from __future__ import annotations

@@ -205,9 +205,8 @@ def _train(env_id, seed, env_steps, path, num_checkpoints, checkpoint_episodes, 
                 ckpt = algo.save(os.path.join(path, "checkpoints", f"{steps:09d}"))
                 # save() closes the learner's output file: the files now there hold exactly
                 # the episodes it finished before this checkpoint (medium-replay's cut)
-                replay = sorted(f for f in os.listdir(os.path.join(path, "replay"))
-                                if f.endswith(".parquet")) if os.path.isdir(
-                                    os.path.join(path, "replay")) else []
+                replay = sorted(os.path.relpath(f, os.path.join(path, "replay"))
+                                for f in algo.output_files)
                 ret = float(first_episode_returns(env_id, algo.actor(explore=True),
                                                   checkpoint_episodes,
                                                   seed + 10_000 + steps).mean())

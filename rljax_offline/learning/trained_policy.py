@@ -17,8 +17,9 @@ the registry names the config class (`rljax_offline.registry`).
 
 Example:
     >>> from rljax_offline.learning.trained_policy import load_policy
-    >>> policy = load_policy("/tmp/ppo_ckpt")
-    >>> policy.algo_name, policy.spaces.action
+    >>> policy = load_policy("/tmp/ppo_ckpt")   # no Algorithm is built, nothing compiles
+    >>> policy.algo_name
+    'ppo'
 """
 
 from __future__ import annotations
