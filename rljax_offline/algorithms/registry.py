@@ -22,6 +22,7 @@ _BUILTIN = {
     "iql": "rljax_offline.algorithms.iql:IQLConfig",
     "td3_bc": "rljax_offline.algorithms.td3_bc:TD3BCConfig",
     "sac": "rljax_offline.algorithms.sac.config:SACConfig",
+    "rebrac": "rljax_offline.algorithms.rebrac:ReBRACConfig",
 }
 _REGISTERED: dict[str, type] = {}
 

@@ -42,19 +42,29 @@ class MLPEncoder(nn.Module):
     hiddens: Sequence[int]
     activation: str
     inits: LayerInits = LayerInits()  # the hidden ones apply
+    layernorm: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        return dense_stack(x, self.hiddens, self.activation, self.inits)
+        return dense_stack(x, self.hiddens, self.activation, self.inits, self.layernorm)
+
+
+# RLlib's LayerNorm epsilon in its MLPs (chosen there to match TF's default).
+LAYERNORM_EPSILON = 1e-3
 
 
 def dense_stack(x: jax.Array, hiddens: Sequence[int], activation: str,
-                inits: LayerInits) -> jax.Array:
+                inits: LayerInits, layernorm: bool = False) -> jax.Array:
     """`Dense(h)` then `activation` for each of `hiddens`, made in the calling module's scope
-    (inside its compact `__call__`: the layers are its `Dense_0`, `Dense_1`, ...)."""
+    (inside its compact `__call__`: the layers are its `Dense_0`, `Dense_1`, ...). With
+    `layernorm` (RLlib's `fcnet_use_layernorm`), a `LayerNorm` between each layer's output and
+    its activation, as RLlib's MLPs (epsilon 1e-3); the Dense layers keep their names."""
     act = ACTIVATIONS[activation]
     for h in hiddens:
-        x = act(nn.Dense(h, **inits.hidden(x.shape[-1]))(x))
+        x = nn.Dense(h, **inits.hidden(x.shape[-1]))(x)
+        if layernorm:
+            x = nn.LayerNorm(epsilon=LAYERNORM_EPSILON)(x)
+        x = act(x)
     return x
 
 

@@ -71,7 +71,7 @@ def _network(obs_spec: Any, out_dim: int, model_config: dict | None, *,
 
     if not is_recurrent(mc):
         net = MLP(tuple(int(h) for h in mc["fcnet_hiddens"]), mc["fcnet_activation"],
-                  int(out_dim), final_scale, layer_inits(mc))
+                  int(out_dim), final_scale, layer_inits(mc), bool(mc["fcnet_use_layernorm"]))
         dummy = np.zeros((1, sp.flat_dim(obs_spec) + act_dim), np.float32)  # no program
 
         def features(params, obs):

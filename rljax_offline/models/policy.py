@@ -60,7 +60,7 @@ from rljax_offline.models.module import Module, policy_module
 # RLlib's model-config keys this package understands, with their defaults. `make_policy` and
 # the configs' `rl_module(model_config=...)` validate against this one table.
 MODEL_CONFIG_DEFAULTS: dict = {
-    "fcnet_hiddens": [256, 256], "fcnet_activation": "relu",
+    "fcnet_hiddens": [256, 256], "fcnet_activation": "relu", "fcnet_use_layernorm": False,
     "conv_filters": None,  # None: RLlib's default for the image size (models/cnn.py)
     "conv_activation": "relu",
     "use_lstm": False, "use_gru": False, "lstm_cell_size": 256, "max_seq_len": 20,
@@ -79,10 +79,11 @@ class MLP(nn.Module):
     out_dim: int
     final_scale: float = 1.0
     inits: LayerInits = LayerInits()
+    layernorm: bool = False  # RLlib's fcnet_use_layernorm (hidden layers only)
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        x = dense_stack(x, self.hiddens, self.activation, self.inits)
+        x = dense_stack(x, self.hiddens, self.activation, self.inits, self.layernorm)
         scaled = nn.initializers.variance_scaling(self.final_scale, "fan_in", "truncated_normal")
         return nn.Dense(self.out_dim, **self.inits.head(x.shape[-1], scaled))(x)
 
@@ -100,12 +101,13 @@ class ObservationEncoder(nn.Module):
     conv_filters: tuple | None = None
     conv_activation: str = "relu"
     inits: LayerInits = LayerInits()  # the MLP's hidden ones apply
+    layernorm: bool = False
 
     @nn.compact
     def __call__(self, obs):
         if self.conv_filters is not None:
             return cnn.CNNEncoder(self.conv_filters, self.conv_activation)(obs)
-        return MLPEncoder(self.hiddens, self.activation, self.inits)(
+        return MLPEncoder(self.hiddens, self.activation, self.inits, self.layernorm)(
             encode_observations(self.obs_spec, obs))
 
 
@@ -169,7 +171,8 @@ def make_policy(obs_spec: Any, act_spec: Any, fcnet_hiddens: Sequence[int] = (25
 
     inits = layer_inits(cfg)
     net = EncoderHead(encoder, dist.dist_dim, inits) if image else MLP(
-        hiddens, cfg["fcnet_activation"], dist.dist_dim, 0.01, inits)
+        hiddens, cfg["fcnet_activation"], dist.dist_dim, 0.01, inits,
+        bool(cfg["fcnet_use_layernorm"]))
     dummy = np.zeros((1, *obs_shape), obs_dtype)  # numpy: no eager programs to compile
     prepare = (lambda obs: jnp.asarray(obs)) if image else (
         lambda obs: encode_observations(obs_spec, jnp.asarray(obs)))
@@ -194,7 +197,7 @@ def observation_encoder(obs_spec: Any, cfg: dict) -> tuple[nn.Module, tuple, Any
         filters, obs_shape, obs_dtype = None, (sp.flat_dim(obs_spec),), jnp.float32
     encoder = ObservationEncoder(obs_spec, tuple(int(h) for h in cfg["fcnet_hiddens"]),
                                  cfg["fcnet_activation"], filters, cfg["conv_activation"],
-                                 layer_inits(cfg))
+                                 layer_inits(cfg), bool(cfg["fcnet_use_layernorm"]))
     return encoder, obs_shape, obs_dtype
 
 
