@@ -16,7 +16,8 @@ CAN_START = {("cql", "CartPole-v1"): False, ("cql", "Pendulum-v1"): False,
              ("iql", "Pendulum-v1"): False,  # tanh-squashed actor; Discrete CQL: Q-greedy
              ("td3_bc", "Pendulum-v1"): False,  # a deterministic actor
              ("sac", "Pendulum-v1"): False,  # tanh-squashed
-             ("rebrac", "Pendulum-v1"): False}  # a deterministic actor
+             ("rebrac", "Pendulum-v1"): False,  # a deterministic actor
+             ("awac", "Pendulum-v1"): False, ("crr", "Pendulum-v1"): False}  # squashed
 
 
 @pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1"])

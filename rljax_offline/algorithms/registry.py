@@ -23,6 +23,8 @@ _BUILTIN = {
     "td3_bc": "rljax_offline.algorithms.td3_bc:TD3BCConfig",
     "sac": "rljax_offline.algorithms.sac.config:SACConfig",
     "rebrac": "rljax_offline.algorithms.rebrac:ReBRACConfig",
+    "awac": "rljax_offline.algorithms.awac:AWACConfig",
+    "crr": "rljax_offline.algorithms.crr:CRRConfig",
 }
 _REGISTERED: dict[str, type] = {}
 
