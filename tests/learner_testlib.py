@@ -28,6 +28,7 @@ CASE_TRAINING = {
     "cql-box": {"bc_iters": 1, "num_actions": 3, "lagrangian": True,
                 "deterministic_backup": False},
     "iql-box": {"tau": 0.005},
+    "cal_ql-box": {"num_actions": 3},
 }
 
 

@@ -25,6 +25,7 @@ _BUILTIN = {
     "rebrac": "rljax_offline.algorithms.rebrac:ReBRACConfig",
     "awac": "rljax_offline.algorithms.awac:AWACConfig",
     "crr": "rljax_offline.algorithms.crr:CRRConfig",
+    "cal_ql": "rljax_offline.algorithms.cal_ql:CalQLConfig",
 }
 _REGISTERED: dict[str, type] = {}
 
