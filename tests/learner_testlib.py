@@ -29,6 +29,7 @@ CASE_TRAINING = {
                 "deterministic_backup": False},
     "iql-box": {"tau": 0.005},
     "cal_ql-box": {"num_actions": 3},
+    "edac-box": {"num_critics": 3},
 }
 
 

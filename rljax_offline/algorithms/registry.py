@@ -26,6 +26,7 @@ _BUILTIN = {
     "awac": "rljax_offline.algorithms.awac:AWACConfig",
     "crr": "rljax_offline.algorithms.crr:CRRConfig",
     "cal_ql": "rljax_offline.algorithms.cal_ql:CalQLConfig",
+    "edac": "rljax_offline.algorithms.edac:EDACConfig",
 }
 _REGISTERED: dict[str, type] = {}
 
