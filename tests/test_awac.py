@@ -14,6 +14,7 @@ from rljax_offline import spaces as sp
 from rljax_offline.algorithms.awac import AWACConfig
 from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.apps.recipes import record_mixed
+from rljax_offline.export import load_stablehlo
 from rljax_offline.learning.init import init_state
 from rljax_offline.learning.losses import batch_softmax_weights
 from rljax_offline.learning.update import BatchAxis
@@ -105,3 +106,16 @@ def test_learns_mixed_pendulum_where_its_weights_matter(pendulum_mixed):
     -1,010."""
     returns = evaluation_returns(pendulum_config(pendulum_mixed, 1000), 6)
     assert level(returns) >= -700, returns
+
+
+def test_exported_policy_acts_as_the_algorithm(pendulum_mixed, tmp_path):
+    """Export follows from the registry line too: the StableHLO policy's actions are the
+    algorithm's greedy ones (the squashed Gaussian's mean, scaled to the bounds)."""
+    algo = pendulum_config(pendulum_mixed, 2).rl_module(
+        model_config={"fcnet_hiddens": [16]}).evaluation(evaluation_interval=0).build()
+    algo.train()
+    x = np.random.default_rng(0).uniform(-1, 1, (50, 3)).astype(np.float32)
+    exported = load_stablehlo(algo.export_policy(str(tmp_path / "policy.stablehlo")))
+    np.testing.assert_allclose(exported(x)[0], algo.compute_actions(x), rtol=1e-5, atol=1e-5)
+    assert np.all(np.abs(exported(x)[0]) <= 2.0)
+    algo.stop()

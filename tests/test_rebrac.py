@@ -17,6 +17,7 @@ from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.algorithms.rebrac import ReBRACConfig
 from rljax_offline.connectors.learner import add_next_actions
 from rljax_offline.episode.batch import EpisodeBatch
+from rljax_offline.export import load_stablehlo
 from rljax_offline.learning.init import init_state
 from rljax_offline.learning.update import BatchAxis
 from rljax_offline.models.initializers import TORCH_DEFAULT
@@ -138,3 +139,13 @@ def test_learns_pendulum_from_expert_data_with_its_bc_penalties(pendulum_expert)
     returns = evaluation_returns(pendulum_config(pendulum_expert, 1000, actor_beta=1.0,
                                                  critic_beta=1.0), 3)
     assert level(returns) >= -500, returns
+
+
+def test_exported_policy_acts_as_the_algorithm(pendulum_expert, tmp_path):
+    algo = pendulum_config(pendulum_expert, 2).rl_module(
+        model_config={"fcnet_hiddens": [16]}).evaluation(evaluation_interval=0).build()
+    algo.train()
+    x = np.random.default_rng(0).uniform(-1, 1, (50, 3)).astype(np.float32)
+    exported = load_stablehlo(algo.export_policy(str(tmp_path / "policy.stablehlo")))
+    np.testing.assert_allclose(exported(x)[0], algo.compute_actions(x), rtol=1e-5, atol=1e-5)
+    algo.stop()
