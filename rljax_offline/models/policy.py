@@ -52,6 +52,7 @@ from rljax_offline.models.encoders import (
     dense_stack,
     encode_observations,
     head_init,
+    layernorm_mode,
 )
 from rljax_offline.models.initializers import MODEL_CONFIG_DEFAULTS as INITIALIZER_DEFAULTS
 from rljax_offline.models.initializers import LayerInits, layer_inits
@@ -60,7 +61,9 @@ from rljax_offline.models.module import Module, policy_module
 # RLlib's model-config keys this package understands, with their defaults. `make_policy` and
 # the configs' `rl_module(model_config=...)` validate against this one table.
 MODEL_CONFIG_DEFAULTS: dict = {
-    "fcnet_hiddens": [256, 256], "fcnet_activation": "relu", "fcnet_use_layernorm": False,
+    "fcnet_hiddens": [256, 256], "fcnet_activation": "relu",
+    # RLlib's key; the placement is ours ("after_activation": d3rlpy's and CORL's)
+    "fcnet_use_layernorm": False, "fcnet_layernorm_placement": "before_activation",
     "conv_filters": None,  # None: RLlib's default for the image size (models/cnn.py)
     "conv_activation": "relu",
     "use_lstm": False, "use_gru": False, "lstm_cell_size": 256, "max_seq_len": 20,
@@ -79,7 +82,7 @@ class MLP(nn.Module):
     out_dim: int
     final_scale: float = 1.0
     inits: LayerInits = LayerInits()
-    layernorm: bool = False  # RLlib's fcnet_use_layernorm (hidden layers only)
+    layernorm: str = ""  # encoders.layernorm_mode of the model config (hidden layers only)
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -101,7 +104,7 @@ class ObservationEncoder(nn.Module):
     conv_filters: tuple | None = None
     conv_activation: str = "relu"
     inits: LayerInits = LayerInits()  # the MLP's hidden ones apply
-    layernorm: bool = False
+    layernorm: str = ""
 
     @nn.compact
     def __call__(self, obs):
@@ -143,6 +146,7 @@ def check_model_config(model_config: dict) -> dict:
                          f"{sorted(MODEL_CONFIG_DEFAULTS)}")
     full = {**MODEL_CONFIG_DEFAULTS, **model_config}
     layer_inits(full)
+    layernorm_mode(full)
     return full
 
 
@@ -172,7 +176,7 @@ def make_policy(obs_spec: Any, act_spec: Any, fcnet_hiddens: Sequence[int] = (25
     inits = layer_inits(cfg)
     net = EncoderHead(encoder, dist.dist_dim, inits) if image else MLP(
         hiddens, cfg["fcnet_activation"], dist.dist_dim, 0.01, inits,
-        bool(cfg["fcnet_use_layernorm"]))
+        layernorm_mode(cfg))
     dummy = np.zeros((1, *obs_shape), obs_dtype)  # numpy: no eager programs to compile
     prepare = (lambda obs: jnp.asarray(obs)) if image else (
         lambda obs: encode_observations(obs_spec, jnp.asarray(obs)))
@@ -197,7 +201,7 @@ def observation_encoder(obs_spec: Any, cfg: dict) -> tuple[nn.Module, tuple, Any
         filters, obs_shape, obs_dtype = None, (sp.flat_dim(obs_spec),), jnp.float32
     encoder = ObservationEncoder(obs_spec, tuple(int(h) for h in cfg["fcnet_hiddens"]),
                                  cfg["fcnet_activation"], filters, cfg["conv_activation"],
-                                 layer_inits(cfg), bool(cfg["fcnet_use_layernorm"]))
+                                 layer_inits(cfg), layernorm_mode(cfg))
     return encoder, obs_shape, obs_dtype
 
 
