@@ -2,7 +2,8 @@
 
 Reads the transitions the driver wrote (`.npz`), trains one d3rlpy algorithm at its defaults
 (Box actions scaled to the env's bounds with `MinMaxActionScaler`, as a fair comparison
-needs; TD3+BC's observations standardized by the data set's mean and std, as its paper),
+needs; TD3+BC's observations standardized by the data set's mean and std, as its paper;
+ReBRAC's networks those of its paper, `ENCODERS`),
 evaluates in the env after each of `--evals` equal parts of `--updates`, and prints one JSON
 line: d3rlpy's own mean per-update time of each part (evaluation excluded; the driver reduces
 these and ours the same way) and the returns; with `--final-episodes N`, also the final
@@ -30,7 +31,15 @@ ALGOS = {
     "CQL": d3rlpy.algos.CQLConfig,
     "IQL": d3rlpy.algos.IQLConfig,
     "TD3PlusBC": d3rlpy.algos.TD3PlusBCConfig,
+    "AWAC": d3rlpy.algos.AWACConfig,
+    "CRR": d3rlpy.algos.CRRConfig,
+    "ReBRAC": d3rlpy.algos.ReBRACConfig,
+    "CalQL": d3rlpy.algos.CalQLConfig,
 }
+# Encoders away from d3rlpy's default 256-256 where the algorithm's paper (and d3rlpy's own
+# reproduction script) uses others, so both libraries run the same networks: ReBRAC's three
+# layer-normed hidden layers of 256 (ours: `ReBRACConfig`'s default model config).
+ENCODERS = {"ReBRAC": {"hidden_units": [256, 256, 256], "use_layer_norm": True}}
 # The std of a standard normal truncated at +-2: flax's truncated-normal initializers divide by
 # it so the draw keeps the variance they name.
 TRUNCATED_NORMAL_STD = 0.87962566103423978
@@ -91,6 +100,9 @@ def main():
         kwargs["observation_scaler"] = d3rlpy.preprocessing.StandardObservationScaler()
     if args.batch_size:
         kwargs["batch_size"] = args.batch_size
+    if args.algo in ENCODERS:
+        for side in ("actor_encoder_factory", "critic_encoder_factory"):
+            kwargs[side] = d3rlpy.models.VectorEncoderFactory(**ENCODERS[args.algo])
     for item in args.set:
         name, _, value = item.partition("=")
         kwargs[name] = json.loads(value)

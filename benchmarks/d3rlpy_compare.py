@@ -54,6 +54,10 @@ from _offline_runs import (
 )
 
 from rljax_offline import BCConfig, CQLConfig, IQLConfig
+from rljax_offline.algorithms.awac import AWACConfig
+from rljax_offline.algorithms.cal_ql import CalQLConfig
+from rljax_offline.algorithms.crr import CRRConfig
+from rljax_offline.algorithms.rebrac import ReBRACConfig
 from rljax_offline.algorithms.td3_bc import TD3BCConfig
 from rljax_offline.apps.recipes import RECIPES, record_mixed
 from rljax_offline.models.initializers import TORCH_DEFAULT
@@ -82,6 +86,11 @@ CASES = {
     "bc-cartpole": Case("cartpole-mixed", "DiscreteBC", BCConfig(), 20000),
     "bc-pendulum": Case("pendulum-mixed", "BC", BCConfig(), 20000),
     "iql-cartpole": Case("cartpole-mixed", "IQL", IQLConfig(), 20000),
+    # The algorithms zoo (docs/guides/algorithms-zoo.md): each at both libraries' defaults.
+    "rebrac-pendulum": Case("pendulum-mixed", "ReBRAC", ReBRACConfig(), 20000),
+    "awac-pendulum": Case("pendulum-mixed", "AWAC", AWACConfig(), 20000),
+    "crr-pendulum": Case("pendulum-mixed", "CRR", CRRConfig(), 20000),
+    "calql-pendulum": Case("pendulum-mixed", "CalQL", CalQLConfig(), 6000),
 }
 
 

@@ -24,6 +24,11 @@ _BUILTIN = {
     "iql": "rljax_offline.algorithms.iql:IQLConfig",
     "td3_bc": "rljax_offline.algorithms.td3_bc:TD3BCConfig",
     "sac": "rljax_offline.algorithms.sac.config:SACConfig",
+    "rebrac": "rljax_offline.algorithms.rebrac:ReBRACConfig",
+    "awac": "rljax_offline.algorithms.awac:AWACConfig",
+    "crr": "rljax_offline.algorithms.crr:CRRConfig",
+    "cal_ql": "rljax_offline.algorithms.cal_ql:CalQLConfig",
+    "edac": "rljax_offline.algorithms.edac:EDACConfig",
 }
 _REGISTERED: dict[str, type] = {}
 

@@ -28,6 +28,8 @@ CASE_TRAINING = {
     "cql-box": {"bc_iters": 1, "num_actions": 3, "lagrangian": True,
                 "deterministic_backup": False},
     "iql-box": {"tau": 0.005},
+    "cal_ql-box": {"num_actions": 3},
+    "edac-box": {"num_critics": 3},
 }
 
 
@@ -93,6 +95,8 @@ def random_columns(columns, obs_space, act_space, n, seed=0):
     makers = {
         "obs": obs, "new_obs": obs, "bootstrap_obs": obs,
         "actions": lambda: actions,
+        "next_actions": lambda: np.roll(actions, -1, axis=0),
+        "next_actions_valid": lambda: (rng.random(n) < 0.9).astype(np.float32),
         "rewards": lambda: rng.normal(size=n).astype(np.float32),
         "terminateds": lambda: rng.random(n) < 0.1,
         "truncateds": lambda: np.zeros(n, bool),

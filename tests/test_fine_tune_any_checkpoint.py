@@ -15,7 +15,10 @@ SMALL = {"fcnet_hiddens": [8]}
 CAN_START = {("cql", "CartPole-v1"): False, ("cql", "Pendulum-v1"): False,
              ("iql", "Pendulum-v1"): False,  # tanh-squashed actor; Discrete CQL: Q-greedy
              ("td3_bc", "Pendulum-v1"): False,  # a deterministic actor
-             ("sac", "Pendulum-v1"): False}  # tanh-squashed
+             ("sac", "Pendulum-v1"): False,  # tanh-squashed
+             ("rebrac", "Pendulum-v1"): False,  # a deterministic actor
+             ("awac", "Pendulum-v1"): False, ("crr", "Pendulum-v1"): False,  # squashed
+             ("cal_ql", "Pendulum-v1"): False, ("edac", "Pendulum-v1"): False}
 
 
 @pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1"])
@@ -23,8 +26,9 @@ CAN_START = {("cql", "CartPole-v1"): False, ("cql", "Pendulum-v1"): False,
 def test_ppo_starts_from_every_registered_algorithms_checkpoint_or_says_why(name, env,
                                                                             tmp_path):
     try:
+        # one device: a default batch need not divide over the tests' 8 (CRR's is 100)
         src = (registry.config_class(name)().environment(env).rl_module(model_config=SMALL)
-               .build())
+               .learners(num_devices=1).build())
     except ConfigError as e:  # the algorithm does not take this env's spaces (TD3+BC: Box)
         pytest.skip(str(e))
     src.save(str(tmp_path / name))

@@ -200,6 +200,11 @@ class CQLConfig(AlgorithmConfig):
         if isinstance(act_spec, sp.BoxSpec):
             check_bounded(act_spec, "CQLConfig (SAC-based CQL for Box actions)")
 
+    def policy_value_floor(self, batch: dict) -> jax.Array | None:
+        """A lower bound `[N]` on the Q values of the policy's actions inside the CQL term
+        (None: none, CQL's); Cal-QL's is the data's Monte-Carlo return to go."""
+        return None
+
     def resolved(self, discrete: bool) -> tuple[float, float]:
         """`(min_q_weight, critic_lr)`, each None resolved for the action space (module
         docstring: RLlib's Box values, d3rlpy's discrete weight)."""
@@ -291,10 +296,15 @@ def _continuous_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
             dist, repeat_rows(inputs, m), keys[:, 1 + m:1 + 2 * m].reshape(-1, 2))
         nx_a, nx_logp = sample_per_example(
             dist, repeat_rows(next_inputs, m), keys[:, 1 + 2 * m:].reshape(-1, 2))
+        floor = cfg.policy_value_floor(batch)
+
+        def bounded(values):  # [k, N, m]; Cal-QL: max(Q, return to go)
+            return values if floor is None else jnp.maximum(values, floor[None, :, None])
+
         cat = jnp.concatenate([
             q_of_many(params["q"], feats, rand_a, m) - log_uniform,
-            q_of_many(params["q"], feats, pi_a, m) - pi_logp.reshape(n, m),
-            q_of_many(params["q"], feats, nx_a, m) - nx_logp.reshape(n, m)], axis=-1)
+            bounded(q_of_many(params["q"], feats, pi_a, m)) - pi_logp.reshape(n, m),
+            bounded(q_of_many(params["q"], feats, nx_a, m)) - nx_logp.reshape(n, m)], axis=-1)
         gap = temp * jax.nn.logsumexp(cat / temp, axis=-1) - q_data  # [k, N]
         metrics = {"qf_mean": q_data.mean(0), "td_target_mean": y}
         total = conservative_total(td, weight * gap, params, cfg, metrics)

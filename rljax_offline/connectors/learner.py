@@ -65,6 +65,26 @@ def add_next_observations() -> Connector:
     return stateless(apply)
 
 
+def add_next_actions() -> Connector:
+    """`next_actions`, the data's action at the step after each step of the same episode, and
+    `next_actions_valid`, 1.0 where there is one (0.0 on an episode's last step, where the
+    column holds zeros, and on padding). For losses that compare a policy's action at `s'`
+    with the data's (ReBRAC's critic penalty). Put it after any piece that changes `actions`
+    (it reads the batch's `actions` column, so clipped actions stay clipped)."""
+
+    def apply(episodes, batch, ctx):
+        B, T = episodes.batch_size, episodes.max_len
+        actions = batch["actions"]
+        stepped = actions.reshape(B, T, *actions.shape[1:])
+        nxt = jnp.concatenate([stepped[:, 1:], jnp.zeros_like(stepped[:, :1])], axis=1)
+        valid = (jnp.arange(T)[None, :] + 1) < episodes.lengths[:, None]
+        nxt = jnp.where(expand(valid, nxt), nxt, zero_of(nxt))
+        return episodes, {**batch, "next_actions": flat(nxt),
+                          "next_actions_valid": flat(valid).astype(jnp.float32)}
+
+    return stateless(apply)
+
+
 def clip_actions_inside_bounds(margin: float = 1e-6) -> Connector:
     """Box `actions` clipped just inside the action space's bounds: to
     `[low + margin * (high - low) / 2, high - margin * (high - low) / 2]`.

@@ -137,3 +137,12 @@ def temperature_loss(log_alpha: jax.Array, logp: jax.Array, entropy_target: floa
       entropy_target: the target entropy (`target_entropy`).
     """
     return -log_alpha * jax.lax.stop_gradient(logp + entropy_target)
+
+
+def batch_softmax_weights(x: jax.Array, mask: jax.Array, axis) -> jax.Array:
+    """`softmax(x)` over the global batch (every device's rows where `mask` is nonzero) times
+    the number of such rows: weights of mean 1 (AWAC's normalized advantage weights). Shifted
+    by the global maximum, so large `x` do not overflow; held constant in the gradient."""
+    x = jax.lax.stop_gradient(x)
+    e = jnp.exp(x - axis.max(x, mask)) * (mask > 0)
+    return e / jnp.maximum(axis.mean(e, mask), jnp.finfo(e.dtype).tiny)

@@ -64,6 +64,14 @@ class BatchAxis(NamedTuple):
         m = jnp.ones_like(x) if mask is None else mask.astype(x.dtype)
         return self.sum(x * m) / jnp.maximum(self.sum(m), 1.0)
 
+    def max(self, x: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+        """The largest `x` of the global batch where `mask` is nonzero (the dtype's lowest
+        value where nothing counts); no gradient (a constant such as a softmax's shift)."""
+        x = jax.lax.stop_gradient(x)
+        low = jnp.finfo(x.dtype).min
+        m = jnp.max(x if mask is None else jnp.where(mask > 0, x, low), initial=low)
+        return m if self.name is None else lax.pmax(m, self.name)
+
     def sum_grads(self, grads):
         """Gradients of replicated params summed over the devices, where AD did not."""
         return grads if self.name is None or self.grads_summed else lax.psum(grads, self.name)

@@ -42,19 +42,46 @@ class MLPEncoder(nn.Module):
     hiddens: Sequence[int]
     activation: str
     inits: LayerInits = LayerInits()  # the hidden ones apply
+    layernorm: str = ""  # "", "before_activation" or "after_activation" (`layernorm_mode`)
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        return dense_stack(x, self.hiddens, self.activation, self.inits)
+        return dense_stack(x, self.hiddens, self.activation, self.inits, self.layernorm)
+
+
+# LayerNorm's epsilon by placement: RLlib's in its MLPs (before the activation, chosen there to
+# match TF's default); PyTorch's `nn.LayerNorm` default where d3rlpy and CORL put it (after).
+LAYERNORM_PLACEMENTS = {"before_activation": 1e-3, "after_activation": 1e-5}
+
+
+def layernorm_mode(model_config: dict) -> str:
+    """Where a completed model config puts LayerNorm in its hidden layers: "" (none, RLlib's
+    `fcnet_use_layernorm=False`), else its `fcnet_layernorm_placement`."""
+    if not model_config.get("fcnet_use_layernorm"):
+        return ""
+    placement = model_config.get("fcnet_layernorm_placement", "before_activation")
+    if placement not in LAYERNORM_PLACEMENTS:
+        raise ValueError(f"model_config fcnet_layernorm_placement must be one of "
+                         f"{sorted(LAYERNORM_PLACEMENTS)}, got {placement!r}")
+    return placement
 
 
 def dense_stack(x: jax.Array, hiddens: Sequence[int], activation: str,
-                inits: LayerInits) -> jax.Array:
+                inits: LayerInits, layernorm: str = "") -> jax.Array:
     """`Dense(h)` then `activation` for each of `hiddens`, made in the calling module's scope
-    (inside its compact `__call__`: the layers are its `Dense_0`, `Dense_1`, ...)."""
+    (inside its compact `__call__`: the layers are its `Dense_0`, `Dense_1`, ...). With
+    `layernorm` (`layernorm_mode`), a `LayerNorm` in each hidden layer: "before_activation"
+    between the layer's output and its activation, as RLlib's MLPs (epsilon 1e-3);
+    "after_activation" after it, as d3rlpy's and CORL's (epsilon 1e-5). The Dense layers keep
+    their names."""
     act = ACTIVATIONS[activation]
     for h in hiddens:
-        x = act(nn.Dense(h, **inits.hidden(x.shape[-1]))(x))
+        x = nn.Dense(h, **inits.hidden(x.shape[-1]))(x)
+        if layernorm == "before_activation":
+            x = nn.LayerNorm(epsilon=LAYERNORM_PLACEMENTS[layernorm])(x)
+        x = act(x)
+        if layernorm == "after_activation":
+            x = nn.LayerNorm(epsilon=LAYERNORM_PLACEMENTS[layernorm])(x)
     return x
 
 

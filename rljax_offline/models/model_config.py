@@ -22,12 +22,15 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from rljax_offline.models.encoders import layernorm_mode
 from rljax_offline.models.initializers import MODEL_CONFIG_DEFAULTS as INITIALIZER_DEFAULTS
 from rljax_offline.models.initializers import layer_inits
 
 # RLlib's model-config keys this package implements, with the defaults a plain dict starts from.
 MODEL_CONFIG_DEFAULTS: dict = {
     "fcnet_hiddens": [256, 256], "fcnet_activation": "relu",
+    # RLlib's key; the placement is ours ("after_activation": d3rlpy's and CORL's)
+    "fcnet_use_layernorm": False, "fcnet_layernorm_placement": "before_activation",
     "conv_filters": None,  # None: RLlib's default for the image size (models/cnn.py)
     "conv_activation": "relu",
     "use_lstm": False, "use_gru": False, "lstm_cell_size": 256, "max_seq_len": 20,
@@ -77,6 +80,7 @@ def check_model_config(model_config: dict) -> dict:
                          "supported: set vf_share_layers=False (the policy and the value "
                          "network each get their own cell)")
     layer_inits(full)
+    layernorm_mode(full)
     return full
 
 

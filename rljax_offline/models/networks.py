@@ -36,6 +36,7 @@ import numpy as np
 from rljax_offline import spaces as sp
 from rljax_offline.models import recurrent
 from rljax_offline.models.distributions import action_scaler
+from rljax_offline.models.encoders import layernorm_mode
 from rljax_offline.models.initializers import layer_inits
 from rljax_offline.models.module import Module
 from rljax_offline.models.policy import (
@@ -71,7 +72,7 @@ def _network(obs_spec: Any, out_dim: int, model_config: dict | None, *,
 
     if not is_recurrent(mc):
         net = MLP(tuple(int(h) for h in mc["fcnet_hiddens"]), mc["fcnet_activation"],
-                  int(out_dim), final_scale, layer_inits(mc))
+                  int(out_dim), final_scale, layer_inits(mc), layernorm_mode(mc))
         dummy = np.zeros((1, sp.flat_dim(obs_spec) + act_dim), np.float32)  # no program
 
         def features(params, obs):

@@ -44,7 +44,7 @@ from rljax_offline.learning import checkpoint as ckpt
 
 BUFFER_FILE = "replay_buffer.msgpack"
 _STARTS_SAC = ("SAC starts from a Box policy with a tanh-squashed Gaussian actor and Q "
-               "networks: cql, iql (actor_squashed=True), sac")
+               "networks: awac, cal_ql, cql, crr, iql (actor_squashed=True), sac")
 
 
 class SAC(OnlineAlgorithm):

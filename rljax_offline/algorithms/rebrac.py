@@ -1,0 +1,194 @@
+"""ReBRAC (Tarasov et al. 2023, "Revisiting the Minimalist Approach to Offline Reinforcement
+Learning"): TD3+BC with the behavior penalty in both the actor and the critic, deeper networks
+with layer normalization, and larger batches.
+
+In the unit box (actions scaled to `[-1, 1]` by the Box bounds, as d3rlpy's
+`MinMaxActionScaler`), with `pi` the deterministic `tanh` actor and `a'_D` the data's action at
+the next step (`next_actions`):
+
+* critic (`critic`): the ensemble regresses
+  `y = r + gamma * (1 - terminated) * (min_k Q'_k(s', a~') - critic_beta * |a~' - a'_D|^2)`,
+  `a~' = clip(pi'(s') + clip(sigma * eps, -c, c), -1, 1)` (TD3's target smoothing); the
+  penalty is left out on an episode's last step, where the data has no next action (d3rlpy
+  uses a zero action there);
+* actor (`actor`), every `update_actor_interval`-th update:
+  `-lambda * min_k Q_k(s, pi(s)) + actor_beta * |pi(s) - a|^2`, `lambda = 1 / mean|min_k Q_k(s,
+  pi(s))|` over the global batch, held constant in the gradient;
+* the targets of both follow with Polyak weight `tau` on the actor's updates.
+
+Defaults are d3rlpy 2.8's `ReBRACConfig` under its names (RLlib has no ReBRAC): `actor_beta=
+0.001`, `critic_beta=0.01`, learning rates 1e-3, batch 1024, `gamma=0.99`, `tau=0.005`,
+`target_smoothing_sigma=0.2`, `target_smoothing_clip=0.5`, `update_actor_interval=2`, two
+critics, no observation normalization; networks of the paper and of d3rlpy's reproduction
+script: three hidden layers of 256 with layer normalization after each ReLU
+(`fcnet_use_layernorm=True`, RLlib's key, with `fcnet_layernorm_placement="after_activation"`:
+d3rlpy's and CORL's place; RLlib's MLPs put it before the activation) from PyTorch's
+`nn.Linear` draw. The placement matters: on `pendulum-mixed` (seed 0, 3,000 updates, 10
+paired final episodes) RLlib's placement ended at -531, this one at -197, d3rlpy's ReBRAC at
+-192. d3rlpy's config itself defaults to its 256-256 encoder without layer norm;
+`rl_module(model_config={"fcnet_hiddens": [256, 256], "fcnet_use_layernorm": False})` gives
+that. The paper tunes `actor_beta` and `critic_beta`
+per data set. Box actions with finite bounds only; no recurrent form.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from rljax_offline import spaces as sp
+from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
+from rljax_offline.algorithms.options import (
+    boolean,
+    dict_or_none,
+    non_negative_float,
+    option,
+    optional,
+    positive_float,
+    positive_int,
+    unit_interval_open_left,
+)
+from rljax_offline.connectors.learner import add_next_actions, clip_actions_inside_bounds
+from rljax_offline.connectors.mean_std import mean_std_filter
+from rljax_offline.learning.losses import not_terminal, per_example_normal
+from rljax_offline.learning.optim import make_optimizer
+from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, DataSpec, LearningSpec, Loss
+from rljax_offline.models.actor_and_q import check_bounded
+from rljax_offline.models.distributions import action_scaler, deterministic
+from rljax_offline.models.initializers import TORCH_DEFAULT
+from rljax_offline.models.networks import continuous_q_network, ensemble, mlp_network
+from rljax_offline.models.policy import is_recurrent
+
+REBRAC_COLUMNS = ("obs", "actions", "rewards", "new_obs", "terminateds", "next_actions",
+                  "next_actions_valid")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReBRACConfig(AlgorithmConfig):
+    """ReBRAC with d3rlpy's names and defaults (see the module docstring).
+
+    Example:
+        >>> from rljax_offline import ReBRACConfig
+        >>> algo = (ReBRACConfig().environment("Pendulum-v1")
+        ...         .offline_data(input_="data/pendulum_mixed")
+        ...         .training(actor_beta=0.01, critic_beta=0.1)).build()
+        >>> result = algo.train()
+    """
+
+    algo_name = "rebrac"
+
+    lr: float | None = option(None, "training", optional(positive_float),
+                              "unused: ReBRAC has actor_lr and critic_lr")
+    train_batch_size_per_learner: int = option(1024, "training", positive_int,
+                                               "rows of one update, over all devices")
+    actor_lr: float = option(1e-3, "training", positive_float, "learning rate of the actor")
+    critic_lr: float = option(1e-3, "training", positive_float,
+                              "learning rate of the Q networks")
+    actor_beta: float = option(1e-3, "training", non_negative_float,
+                               "weight of the actor's BC penalty |pi(s) - a|^2")
+    critic_beta: float = option(1e-2, "training", non_negative_float,
+                                "weight of the target's BC penalty |a~' - a'_data|^2")
+    tau: float = option(5e-3, "training", unit_interval_open_left,
+                        "Polyak weight of the target updates")
+    target_smoothing_sigma: float = option(
+        0.2, "training", non_negative_float,
+        "std of the target action's noise, in units of the action half-range")
+    target_smoothing_clip: float = option(0.5, "training", non_negative_float,
+                                          "the target noise is clipped to +- this")
+    update_actor_interval: int = option(
+        2, "training", positive_int, "critic updates per actor (and target) update")
+    n_critics: int = option(2, "training", positive_int,
+                            "Q networks of the ensemble, their minimum in targets")
+    normalize_observations: bool = option(
+        False, "training", boolean,
+        "normalize observations by the data set's mean and std (learning and acting)")
+    model_config: dict = option(
+        {"fcnet_hiddens": [256, 256, 256], "fcnet_activation": "relu",
+         "fcnet_use_layernorm": True, "fcnet_layernorm_placement": "after_activation",
+         **TORCH_DEFAULT},
+        "rl_module", dict_or_none,
+        "RLlib's model-config keys; ReBRAC's 3x256 layer-normed networks, PyTorch's draw")
+
+    def validate(self) -> None:
+        super().validate()
+        if self.lr is not None:
+            raise ConfigError("ReBRACConfig: lr is not used; set actor_lr and critic_lr "
+                              f"(got lr={self.lr!r})")
+        if is_recurrent(self.model_config or {}):
+            raise ConfigError("ReBRACConfig has no recurrent form: drop use_lstm / use_gru")
+        if self.normalize_observations and self.env_to_module_connector is not None:
+            raise ConfigError(
+                "ReBRACConfig: an env_to_module_connector replaces the normalizer that acting "
+                "shares with learning: set normalize_observations=False")
+
+    def check_spaces(self, obs_spec, act_spec) -> None:
+        if not isinstance(act_spec, sp.BoxSpec):
+            raise ConfigError(f"ReBRACConfig needs Box actions (a deterministic actor), got "
+                              f"{act_spec}")
+        check_bounded(act_spec, "ReBRACConfig")
+
+    def learner_connector_pieces(self, spaces) -> list:
+        normalizer = ([mean_std_filter(clip=None, as_learner_connector=True)]
+                      if self.normalize_observations else [])
+        return [*normalizer, *super().learner_connector_pieces(spaces)]
+
+    def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
+        self.check_spaces(obs_spec, act_spec)
+        dim = sp.flat_dim(act_spec)
+        policy = mlp_network(obs_spec, dim, self.model_config)
+        q = ensemble(continuous_q_network(obs_spec, act_spec, self.model_config),
+                     self.n_critics)
+        to_unit, from_unit = action_scaler(act_spec)
+        gamma, actor_beta, critic_beta = self.gamma, self.actor_beta, self.critic_beta
+        sigma, noise_clip = self.target_smoothing_sigma, self.target_smoothing_clip
+
+        def unit_action(policy_params, obs):
+            return jnp.tanh(policy.apply(policy_params, obs))  # [N, dim] in [-1, 1]
+
+        def env_action(unit):
+            return from_unit(unit).reshape(unit.shape[0], *act_spec.shape)
+
+        def init(rng):
+            k1, k2 = jax.random.split(rng)
+            return {"policy": policy.init(k1), "q": q.init(k2)}
+
+        def critic_loss(params, batch, rng, axis):
+            noise = jnp.clip(sigma * per_example_normal(rng, (dim,)), -noise_clip, noise_clip)
+            next_unit = jnp.clip(unit_action(params["target_policy"], batch["new_obs"]) + noise,
+                                 -1.0, 1.0)
+            next_q = jnp.min(q.apply(params["target_q"], batch["new_obs"], env_action(next_unit)),
+                             axis=0)
+            penalty = batch["next_actions_valid"] * jnp.sum(
+                (next_unit - to_unit(batch["next_actions"])) ** 2, axis=-1)
+            y = jax.lax.stop_gradient(batch["rewards"] + gamma * not_terminal(batch)
+                                      * (next_q - critic_beta * penalty))
+            qs = q.apply(params["q"], batch["obs"], batch["actions"])  # [k, N]
+            loss = jnp.sum((qs - y) ** 2, axis=0)
+            return loss, {"qf_loss": loss, "qf_mean": qs.mean(0), "td_target_mean": y,
+                          "critic_bc_penalty": penalty}
+
+        def actor_loss(params, batch, rng, axis):
+            unit = unit_action(params["policy"], batch["obs"])
+            q_pi = jnp.min(q.apply(params["q"], batch["obs"], env_action(unit)), axis=0)
+            lam = 1.0 / jax.lax.stop_gradient(
+                jnp.maximum(axis.mean(jnp.abs(q_pi), batch["loss_mask"]), 1e-6))
+            bc = jnp.sum((unit - to_unit(batch["actions"])) ** 2, axis=-1)
+            loss = -lam * q_pi + actor_beta * bc
+            return loss, {"policy_loss": loss, "bc_loss": bc, "q_lambda": lam}
+
+        learning = LearningSpec(
+            init=init,
+            losses=(Loss("critic", ("q",), critic_loss,
+                         make_optimizer(self.critic_lr, self.grad_clip)),
+                    Loss("actor", ("policy",), actor_loss,
+                         make_optimizer(self.actor_lr, self.grad_clip),
+                         every=self.update_actor_interval)),
+            targets={"target_policy": "policy", "target_q": "q"}, tau=self.tau,
+            target_update_period=self.update_actor_interval)
+        acting = ActingSpec(act=lambda params, obs: policy.apply(params["policy"], obs),
+                            dist=deterministic(act_spec))
+        return AlgorithmSpec(learning, acting, DataSpec(
+            columns=REBRAC_COLUMNS,
+            learner_connector=(clip_actions_inside_bounds(margin=0.0), add_next_actions())))

@@ -1,0 +1,124 @@
+"""CRR: d3rlpy's names and defaults, the exponential (clipped) and binary advantage weights,
+V as the mean or max over policy samples, hard or soft targets of Q and policy, the one-line
+refusals, exact resume and a short learning run on mixed Pendulum data that fails without
+the advantage weights.
+
+(8 devices == 1, the three update modes, masked rows, checkpoints: the cross-cutting tests.)"""
+
+import gymnasium as gym
+import jax
+import numpy as np
+import pytest
+from learner_testlib import max_diff
+from offline_rl_testlib import (
+    assert_resume_is_exact,
+    evaluation_returns,
+    level,
+    run_updates,
+    spec_of,
+)
+
+from rljax_offline import spaces as sp
+from rljax_offline.algorithms.config import ConfigError
+from rljax_offline.algorithms.crr import CRRConfig
+from rljax_offline.apps.recipes import record_mixed
+from rljax_offline.learning.init import init_state
+from rljax_offline.learning.update import BatchAxis
+from rljax_offline.models.initializers import TORCH_DEFAULT
+
+OBS = gym.spaces.Box(-1, 1, (3,), np.float32)
+ACT = gym.spaces.Box(-2, 2, (1,), np.float32)
+SMALL = {"fcnet_hiddens": [16]}
+N = 64
+
+
+def random_batch(n=N, seed=0):
+    rng = np.random.default_rng(seed)
+    return {"obs": rng.uniform(-1, 1, (n, 3)).astype(np.float32),
+            "new_obs": rng.uniform(-1, 1, (n, 3)).astype(np.float32),
+            "actions": rng.uniform(-1.9, 1.9, (n, 1)).astype(np.float32),
+            "rewards": rng.normal(size=n).astype(np.float32),
+            "terminateds": rng.random(n) < 0.1, "loss_mask": np.ones(n, np.float32)}
+
+
+def test_d3rlpy_defaults():
+    c = CRRConfig()
+    assert (c.beta, c.n_action_samples, c.advantage_type, c.weight_type, c.max_weight) == (
+        1.0, 4, "mean", "exp", 20.0)
+    assert (c.n_critics, c.target_update_type, c.target_update_interval, c.tau) == (
+        1, "hard", 100, 0.005)
+    assert (c.train_batch_size_per_learner, c.gamma, c.actor_lr, c.critic_lr, c.algo_name) == (
+        100, 0.99, 3e-4, 3e-4, "crr")
+    assert c.model_config == {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu",
+                              **TORCH_DEFAULT}
+
+
+@pytest.mark.parametrize("change, spaces, message", [
+    (lambda c: c, (OBS, gym.spaces.Discrete(2)), "CRRConfig needs Box actions"),
+    (lambda c: c, (OBS, gym.spaces.Box(-np.inf, np.inf, (1,))), "finite bounds"),
+    (lambda c: c.rl_module(model_config={"use_lstm": True}), None, "no recurrent form"),
+    (lambda c: c.training(weight_type="linear"), None, "weight_type must be"),
+    (lambda c: c.training(advantage_type="median"), None, "advantage_type must be"),
+])
+def test_what_it_cannot_do_is_a_one_line_config_error(change, spaces, message):
+    with pytest.raises(ConfigError, match=message) as e:
+        config = change(CRRConfig())
+        config.validate()
+        config.check_spaces(*(sp.to_spec(s) for s in spaces))
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("weight_type", ["exp", "binary"])
+def test_weights_are_the_clipped_exponential_or_the_sign_of_the_advantage(weight_type):
+    config = CRRConfig().training(weight_type=weight_type, beta=0.5, max_weight=3.0,
+                                  advantage_type="max").rl_module(model_config=SMALL)
+    spec = spec_of(config, OBS, ACT)
+    params = jax.device_get(init_state(spec.learning, 0).params)
+    actor = next(loss for loss in spec.learning.losses if loss.name == "actor")
+    per_example, metrics = actor.fn(params, random_batch(),
+                                    jax.random.split(jax.random.PRNGKey(0), N), BatchAxis())
+    adv, w = np.asarray(metrics["advantage_mean"]), np.asarray(metrics["advantage_weight_mean"])
+    expected = (adv > 0).astype(np.float32) if weight_type == "binary" else np.minimum(
+        np.exp(adv / 0.5), 3.0)
+    np.testing.assert_allclose(w, expected, rtol=1e-5)
+    np.testing.assert_allclose(per_example, -w * np.asarray(metrics["logp"]), rtol=1e-5)
+    assert 0 < np.mean(adv > 0) < 1  # both sides of the advantage occur
+
+
+def test_hard_targets_copy_both_networks_every_interval():
+    config = CRRConfig().training(target_update_interval=2).rl_module(model_config=SMALL)
+    (s1, _), (s2, _) = run_updates(spec_of(config, OBS, ACT), random_batch(), 1, 2)
+    p1, p2 = s1.params, s2.params
+    for target, online in (("target_q", "q"), ("target_policy", "policy")):
+        assert max_diff(p1[target], p1[online]) > 0  # update 1: left as they were
+        assert max_diff(p2[target], p2[online]) == 0.0  # update 2: a copy
+
+
+@pytest.fixture(scope="module")
+def pendulum_mixed(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("mixed") / "pendulum-mixed-small")
+    record_mixed("pendulum-mixed-small", path)
+    return path
+
+
+def pendulum_config(data, updates, **training):
+    return (CRRConfig().environment("Pendulum-v1").offline_data(input_=data)
+            .training(num_updates_per_iteration=updates, train_batch_size_per_learner=256,
+                      actor_lr=1e-3, critic_lr=1e-3, **training)
+            .rl_module(model_config={"fcnet_hiddens": [64, 64]}).learners(num_devices=1)
+            .evaluation(evaluation_interval=1, evaluation_duration=10).debugging(seed=0))
+
+
+def test_resume_is_exact(pendulum_mixed, tmp_path):
+    assert_resume_is_exact(pendulum_config(pendulum_mixed, 4).evaluation(
+        evaluation_interval=0), tmp_path)
+
+
+def test_learns_mixed_pendulum_where_its_weights_matter(pendulum_mixed):
+    """10% expert, 90% random-torque Pendulum episodes (behavior cloning stays near -1,050),
+    6,000 updates of batch 256 at learning rates 1e-3: the level (mean of the last two
+    evaluations) clears -800 (measured -592 and -557 for seeds 0 and 1). Without the
+    advantage weights (`beta=1e6`: every weight 1, behavior cloning) the same run ends at
+    -1,011."""
+    returns = evaluation_returns(pendulum_config(pendulum_mixed, 1000), 6)
+    assert level(returns) >= -800, returns
