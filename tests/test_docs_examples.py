@@ -88,7 +88,7 @@ def record(path: str, env: str = "CartPole-v1", episodes: int = 20) -> None:
 
 
 RUN_PAGES = ["concepts/episodes.md", "concepts/connectors.md", "rllib-migration.md",
-             "concepts/architecture.md"]
+             "concepts/architecture.md", "guides/algorithms-zoo.md"]
 RUN_CHAINS = [["guides/offline-algorithms.md", "guides/export.md#0"]]
 
 
@@ -100,6 +100,14 @@ def test_architecture_page(workdir):
     assert ns["policy"].acting.takes_key and ns["bc"].algo_name == "bc"
     assert {"mean", "std"} <= set(ns["result"])
     assert ns["load_policy"]("/tmp/arch_seed2").seed == 2
+
+
+@pytest.mark.slow
+def test_algorithms_zoo_page(workdir, capsys):
+    """The defaults printed as the page says; a Cal-QL checkpoint starts SAC."""
+    run_pages(["guides/algorithms-zoo.md"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "0.001 0.01" and out[1] == "1.0 exp 10" and out[-1] == "True"
 
 
 def test_episodes_then_connectors_pages(workdir):

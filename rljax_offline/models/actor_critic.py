@@ -21,7 +21,7 @@ import numpy as np
 
 from rljax_offline import spaces as sp
 from rljax_offline.models import cnn, recurrent
-from rljax_offline.models.encoders import MLPEncoder, encode_observations
+from rljax_offline.models.encoders import MLPEncoder, encode_observations, layernorm_mode
 from rljax_offline.models.initializers import layer_inits
 from rljax_offline.models.model_config import check_model_config
 from rljax_offline.models.module import Module, policy_module
@@ -84,7 +84,8 @@ def _shared_value(obs_spec: Any, cfg: dict) -> Module:
             return {"params": policy_params["params"]["encoder"]}
     else:
         hiddens = tuple(int(h) for h in cfg["fcnet_hiddens"])
-        trunk = MLPEncoder(hiddens, cfg["fcnet_activation"], layer_inits(cfg))
+        trunk = MLPEncoder(hiddens, cfg["fcnet_activation"], layer_inits(cfg),
+                           layernorm_mode(cfg))
         output_layer = f"Dense_{len(hiddens)}"
 
         def prepare(obs):

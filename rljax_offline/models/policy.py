@@ -52,6 +52,7 @@ from rljax_offline.models.encoders import (
     dense_stack,
     encode_observations,
     head_init,
+    layernorm_mode,
 )
 from rljax_offline.models.initializers import LayerInits, layer_inits
 from rljax_offline.models.model_config import (  # noqa: F401 - re-exported: callers' name
@@ -71,10 +72,11 @@ class MLP(nn.Module):
     out_dim: int
     final_scale: float = 1.0
     inits: LayerInits = LayerInits()
+    layernorm: str = ""  # encoders.layernorm_mode of the model config (hidden layers only)
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        x = dense_stack(x, self.hiddens, self.activation, self.inits)
+        x = dense_stack(x, self.hiddens, self.activation, self.inits, self.layernorm)
         scaled = nn.initializers.variance_scaling(self.final_scale, "fan_in", "truncated_normal")
         return nn.Dense(self.out_dim, **self.inits.head(x.shape[-1], scaled))(x)
 
@@ -92,12 +94,13 @@ class ObservationEncoder(nn.Module):
     conv_filters: tuple | None = None
     conv_activation: str = "relu"
     inits: LayerInits = LayerInits()  # the MLP's hidden ones apply
+    layernorm: str = ""
 
     @nn.compact
     def __call__(self, obs):
         if self.conv_filters is not None:
             return cnn.CNNEncoder(self.conv_filters, self.conv_activation)(obs)
-        return MLPEncoder(self.hiddens, self.activation, self.inits)(
+        return MLPEncoder(self.hiddens, self.activation, self.inits, self.layernorm)(
             encode_observations(self.obs_spec, obs))
 
 
@@ -158,7 +161,8 @@ def make_policy(obs_spec: Any, act_spec: Any, fcnet_hiddens: Sequence[int] = (25
 
     inits = layer_inits(cfg)
     net = EncoderHead(encoder, dist.dist_dim, inits) if image else MLP(
-        hiddens, cfg["fcnet_activation"], dist.dist_dim, 0.01, inits)
+        hiddens, cfg["fcnet_activation"], dist.dist_dim, 0.01, inits,
+        layernorm_mode(cfg))
     dummy = np.zeros((1, *obs_shape), obs_dtype)  # numpy: no eager programs to compile
     prepare = (lambda obs: jnp.asarray(obs)) if image else (
         lambda obs: encode_observations(obs_spec, jnp.asarray(obs)))
@@ -183,7 +187,7 @@ def observation_encoder(obs_spec: Any, cfg: dict) -> tuple[nn.Module, tuple, Any
         filters, obs_shape, obs_dtype = None, (sp.flat_dim(obs_spec),), jnp.float32
     encoder = ObservationEncoder(obs_spec, tuple(int(h) for h in cfg["fcnet_hiddens"]),
                                  cfg["fcnet_activation"], filters, cfg["conv_activation"],
-                                 layer_inits(cfg))
+                                 layer_inits(cfg), layernorm_mode(cfg))
     return encoder, obs_shape, obs_dtype
 
 
