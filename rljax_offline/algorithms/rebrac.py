@@ -39,7 +39,6 @@ import jax
 import jax.numpy as jnp
 
 from rljax_offline import spaces as sp
-from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.options import (
     boolean,
     dict_or_none,
@@ -50,23 +49,21 @@ from rljax_offline.algorithms.options import (
     positive_int,
     unit_interval_open_left,
 )
+from rljax_offline.algorithms.td3_bc import DeterministicActorConfig
 from rljax_offline.connectors.learner import add_next_actions, clip_actions_inside_bounds
-from rljax_offline.connectors.mean_std import mean_std_filter
 from rljax_offline.learning.losses import not_terminal, per_example_normal
 from rljax_offline.learning.optim import make_optimizer
 from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, DataSpec, LearningSpec, Loss
-from rljax_offline.models.actor_and_q import check_bounded
 from rljax_offline.models.distributions import action_scaler, deterministic
 from rljax_offline.models.initializers import TORCH_DEFAULT
 from rljax_offline.models.networks import continuous_q_network, ensemble, mlp_network
-from rljax_offline.models.policy import is_recurrent
 
 REBRAC_COLUMNS = ("obs", "actions", "rewards", "new_obs", "terminateds", "next_actions",
                   "next_actions_valid")
 
 
 @dataclasses.dataclass(frozen=True)
-class ReBRACConfig(AlgorithmConfig):
+class ReBRACConfig(DeterministicActorConfig):
     """ReBRAC with d3rlpy's names and defaults (see the module docstring).
 
     Example:
@@ -110,29 +107,6 @@ class ReBRACConfig(AlgorithmConfig):
          **TORCH_DEFAULT},
         "rl_module", dict_or_none,
         "RLlib's model-config keys; ReBRAC's 3x256 layer-normed networks, PyTorch's draw")
-
-    def validate(self) -> None:
-        super().validate()
-        if self.lr is not None:
-            raise ConfigError("ReBRACConfig: lr is not used; set actor_lr and critic_lr "
-                              f"(got lr={self.lr!r})")
-        if is_recurrent(self.model_config or {}):
-            raise ConfigError("ReBRACConfig has no recurrent form: drop use_lstm / use_gru")
-        if self.normalize_observations and self.env_to_module_connector is not None:
-            raise ConfigError(
-                "ReBRACConfig: an env_to_module_connector replaces the normalizer that acting "
-                "shares with learning: set normalize_observations=False")
-
-    def check_spaces(self, obs_spec, act_spec) -> None:
-        if not isinstance(act_spec, sp.BoxSpec):
-            raise ConfigError(f"ReBRACConfig needs Box actions (a deterministic actor), got "
-                              f"{act_spec}")
-        check_bounded(act_spec, "ReBRACConfig")
-
-    def learner_connector_pieces(self, spaces) -> list:
-        normalizer = ([mean_std_filter(clip=None, as_learner_connector=True)]
-                      if self.normalize_observations else [])
-        return [*normalizer, *super().learner_connector_pieces(spaces)]
 
     def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
         self.check_spaces(obs_spec, act_spec)

@@ -78,7 +78,41 @@ from rljax_offline.models.policy import is_recurrent
 
 
 @dataclasses.dataclass(frozen=True)
-class TD3BCConfig(AlgorithmConfig):
+class DeterministicActorConfig(AlgorithmConfig):
+    """What TD3+BC and ReBRAC share around their losses: a deterministic tanh actor on
+    bounded Box actions, their own actor and critic rates (no `lr`), no recurrent form, and
+    the data set's mean-std normalization of observations (`normalize_observations`, a field
+    of each subclass), fitted on the data and shared by learning and acting."""
+
+    def validate(self) -> None:
+        super().validate()
+        name = type(self).__name__
+        if self.lr is not None:
+            raise ConfigError(f"{name}: lr is not used; set actor_lr and critic_lr "
+                              f"(got lr={self.lr!r})")
+        if is_recurrent(self.model_config or {}):
+            raise ConfigError(f"{name} has no recurrent form: drop use_lstm / use_gru")
+        if self.normalize_observations and self.env_to_module_connector is not None:
+            raise ConfigError(
+                f"{name}: an env_to_module_connector replaces the normalizer that acting "
+                "shares with learning: set normalize_observations=False and put a "
+                "mean_std_filter in both pipelines yourself")
+
+    def check_spaces(self, obs_spec, act_spec) -> None:
+        name = type(self).__name__
+        if not isinstance(act_spec, sp.BoxSpec):
+            raise ConfigError(f"{name} needs Box actions (a deterministic actor), got "
+                              f"{act_spec}")
+        check_bounded(act_spec, name)
+
+    def learner_connector_pieces(self, spaces) -> list:
+        normalizer = ([mean_std_filter(clip=None, as_learner_connector=True)]
+                      if self.normalize_observations else [])
+        return [*normalizer, *super().learner_connector_pieces(spaces)]
+
+
+@dataclasses.dataclass(frozen=True)
+class TD3BCConfig(DeterministicActorConfig):
     """TD3+BC with d3rlpy's names and defaults (see the module docstring).
 
     Example:
@@ -118,30 +152,6 @@ class TD3BCConfig(AlgorithmConfig):
         {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu", **TORCH_DEFAULT},
         "rl_module", dict_or_none,
         "RLlib's model-config keys; the layers start from PyTorch's draw (TD3+BC's own)")
-
-    def validate(self) -> None:
-        super().validate()
-        if self.lr is not None:
-            raise ConfigError("TD3BCConfig: lr is not used; set actor_lr and critic_lr "
-                              f"(got lr={self.lr!r})")
-        if is_recurrent(self.model_config or {}):
-            raise ConfigError("TD3BCConfig has no recurrent form: drop use_lstm / use_gru")
-        if self.normalize_observations and self.env_to_module_connector is not None:
-            raise ConfigError(
-                "TD3BCConfig: an env_to_module_connector replaces the normalizer that acting "
-                "shares with learning: set normalize_observations=False and put a "
-                "mean_std_filter in both pipelines yourself")
-
-    def check_spaces(self, obs_spec, act_spec) -> None:
-        if not isinstance(act_spec, sp.BoxSpec):
-            raise ConfigError(f"TD3BCConfig needs Box actions (a deterministic actor), got "
-                              f"{act_spec}")
-        check_bounded(act_spec, "TD3BCConfig")
-
-    def learner_connector_pieces(self, spaces) -> list:
-        normalizer = ([mean_std_filter(clip=None, as_learner_connector=True)]
-                      if self.normalize_observations else [])
-        return [*normalizer, *super().learner_connector_pieces(spaces)]
 
     def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
         self.check_spaces(obs_spec, act_spec)
