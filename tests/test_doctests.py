@@ -78,6 +78,10 @@ def _ppo_checkpoint(ns: dict) -> None:
     algo.stop()
 
 
+# The zoo's configs: each example trains on recorded Pendulum episodes.
+ZOO = ("awac.AWACConfig", "cal_ql.CalQLConfig", "crr.CRRConfig", "edac.EDACConfig",
+       "rebrac.ReBRACConfig")
+
 # docstring name -> what its examples take as given.
 SETUP = {
     "rljax_offline.learning.trained_policy": _ppo_checkpoint,
@@ -95,11 +99,15 @@ SETUP = {
         lambda ns: _record("data/pendulum_mixed", "Pendulum-v1", 3),
     "rljax_offline.algorithms.td3_bc.TD3BCConfig":
         lambda ns: _record("data/pendulum_mixed", "Pendulum-v1", 3),
+    **{f"rljax_offline.algorithms.{m}": lambda ns: _record("data/pendulum_mixed",
+                                                             "Pendulum-v1", 3)
+       for m in ZOO},
 }
 # Examples that train for real, 9-18 s each on 2 cores.
 SLOW = {"rljax_offline.algorithms.ppo.config.PPOConfig",
         "rljax_offline.algorithms.td3_bc.TD3BCConfig", "rljax_offline.algorithms.iql.IQLConfig",
-        "rljax_offline.apps.reporting"}
+        "rljax_offline.apps.reporting",
+        *(f"rljax_offline.algorithms.{m}" for m in ZOO)}
 # Too long for the suite's 10 minutes (they passed when run): RLJAX_DOCTESTS_ALL=1 runs them.
 OPT_IN = {"rljax_offline.ope.api": "35 s: FQE's 8,000 updates for two estimators",
           "rljax_offline.algorithms.cql.CQLConfig": "22 s: 100 Box-CQL updates and an evaluation"}

@@ -94,7 +94,7 @@ class AWACConfig(AlgorithmConfig):
         >>> from rljax_offline import AWACConfig
         >>> algo = (AWACConfig().environment("Pendulum-v1")
         ...         .offline_data(input_="data/pendulum_mixed")
-        ...         .training(lam=0.3)).build()
+        ...         .training(lam=0.3, num_updates_per_iteration=20)).build()
         >>> result = algo.train()
     """
 

@@ -57,10 +57,13 @@ class CalQLConfig(CQLConfig):
     Example:
         >>> from rljax_offline import CalQLConfig, SACConfig
         >>> offline = (CalQLConfig().environment("Pendulum-v1")
-        ...            .offline_data(input_="data/pendulum_mixed")).build()
-        >>> offline.train()
+        ...            .offline_data(input_="data/pendulum_mixed")
+        ...            .training(num_updates_per_iteration=20)).build()
+        >>> result = offline.train()
         >>> path = offline.save("ckpt/cal_ql")
         >>> online = SACConfig().environment("Pendulum-v1").training(init_from=path).build()
+        >>> online.started_from == path   # actor, Q networks, targets and temperature
+        True
     """
 
     algo_name = "cal_ql"

@@ -65,7 +65,8 @@ class CRRConfig(AlgorithmConfig):
         >>> from rljax_offline import CRRConfig
         >>> algo = (CRRConfig().environment("Pendulum-v1")
         ...         .offline_data(input_="data/pendulum_mixed")
-        ...         .training(weight_type="binary")).build()
+        ...         .training(weight_type="binary", num_updates_per_iteration=20)
+        ...         .learners(num_devices=1)).build()  # batch 100 (d3rlpy's): not over 8
         >>> result = algo.train()
     """
 

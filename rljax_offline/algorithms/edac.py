@@ -83,7 +83,8 @@ class EDACConfig(AlgorithmConfig):
         >>> from rljax_offline import EDACConfig
         >>> sac_n = EDACConfig().training(eta=0.0, num_critics=10)  # SAC-N
         >>> algo = (EDACConfig().environment("Pendulum-v1")
-        ...         .offline_data(input_="data/pendulum_mixed")).build()
+        ...         .offline_data(input_="data/pendulum_mixed")
+        ...         .training(num_updates_per_iteration=20)).build()
         >>> result = algo.train()
     """
 

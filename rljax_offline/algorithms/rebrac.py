@@ -70,7 +70,8 @@ class ReBRACConfig(DeterministicActorConfig):
         >>> from rljax_offline import ReBRACConfig
         >>> algo = (ReBRACConfig().environment("Pendulum-v1")
         ...         .offline_data(input_="data/pendulum_mixed")
-        ...         .training(actor_beta=0.01, critic_beta=0.1)).build()
+        ...         .training(actor_beta=0.01, critic_beta=0.1, num_updates_per_iteration=20)
+        ...         ).build()
         >>> result = algo.train()
     """
 
