@@ -38,7 +38,6 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from rljax_offline import spaces as sp
 from rljax_offline.algorithms.options import (
     boolean,
     dict_or_none,
@@ -49,14 +48,12 @@ from rljax_offline.algorithms.options import (
     positive_int,
     unit_interval_open_left,
 )
-from rljax_offline.algorithms.td3_bc import DeterministicActorConfig
+from rljax_offline.algorithms.td3_bc import DeterministicActorConfig, td3_parts, td3_spec
 from rljax_offline.connectors.learner import add_next_actions, clip_actions_inside_bounds
-from rljax_offline.learning.losses import not_terminal, per_example_normal
-from rljax_offline.learning.optim import make_optimizer
-from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, DataSpec, LearningSpec, Loss
-from rljax_offline.models.distributions import action_scaler, deterministic
+from rljax_offline.learning.losses import not_terminal
+from rljax_offline.learning.spec import AlgorithmSpec, DataSpec
 from rljax_offline.models.initializers import TORCH_DEFAULT
-from rljax_offline.models.networks import continuous_q_network, ensemble, mlp_network
+from rljax_offline.models.networks import continuous_q_network, ensemble
 
 REBRAC_COLUMNS = ("obs", "actions", "rewards", "new_obs", "terminateds", "next_actions",
                   "next_actions_valid")
@@ -110,33 +107,17 @@ class ReBRACConfig(DeterministicActorConfig):
         "RLlib's model-config keys; ReBRAC's 3x256 layer-normed networks, PyTorch's draw")
 
     def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
-        self.check_spaces(obs_spec, act_spec)
-        dim = sp.flat_dim(act_spec)
-        policy = mlp_network(obs_spec, dim, self.model_config)
-        q = ensemble(continuous_q_network(obs_spec, act_spec, self.model_config),
-                     self.n_critics)
-        to_unit, from_unit = action_scaler(act_spec)
-        gamma, actor_beta, critic_beta = self.gamma, self.actor_beta, self.critic_beta
-        sigma, noise_clip = self.target_smoothing_sigma, self.target_smoothing_clip
-
-        def unit_action(policy_params, obs):
-            return jnp.tanh(policy.apply(policy_params, obs))  # [N, dim] in [-1, 1]
-
-        def env_action(unit):
-            return from_unit(unit).reshape(unit.shape[0], *act_spec.shape)
-
-        def init(rng):
-            k1, k2 = jax.random.split(rng)
-            return {"policy": policy.init(k1), "q": q.init(k2)}
+        parts = td3_parts(self, obs_spec, act_spec, ensemble(
+            continuous_q_network(obs_spec, act_spec, self.model_config), self.n_critics))
+        q, gamma = parts.q, self.gamma
+        actor_beta, critic_beta = self.actor_beta, self.critic_beta
 
         def critic_loss(params, batch, rng, axis):
-            noise = jnp.clip(sigma * per_example_normal(rng, (dim,)), -noise_clip, noise_clip)
-            next_unit = jnp.clip(unit_action(params["target_policy"], batch["new_obs"]) + noise,
-                                 -1.0, 1.0)
-            next_q = jnp.min(q.apply(params["target_q"], batch["new_obs"], env_action(next_unit)),
-                             axis=0)
+            next_unit = parts.next_unit(params, batch, rng)
+            next_q = jnp.min(q.apply(params["target_q"], batch["new_obs"],
+                                     parts.env_action(next_unit)), axis=0)
             penalty = batch["next_actions_valid"] * jnp.sum(
-                (next_unit - to_unit(batch["next_actions"])) ** 2, axis=-1)
+                (next_unit - parts.to_unit(batch["next_actions"])) ** 2, axis=-1)
             y = jax.lax.stop_gradient(batch["rewards"] + gamma * not_terminal(batch)
                                       * (next_q - critic_beta * penalty))
             qs = q.apply(params["q"], batch["obs"], batch["actions"])  # [k, N]
@@ -145,25 +126,14 @@ class ReBRACConfig(DeterministicActorConfig):
                           "critic_bc_penalty": penalty}
 
         def actor_loss(params, batch, rng, axis):
-            unit = unit_action(params["policy"], batch["obs"])
-            q_pi = jnp.min(q.apply(params["q"], batch["obs"], env_action(unit)), axis=0)
+            unit = parts.unit_action(params["policy"], batch["obs"])
+            q_pi = jnp.min(q.apply(params["q"], batch["obs"], parts.env_action(unit)), axis=0)
             lam = 1.0 / jax.lax.stop_gradient(
                 jnp.maximum(axis.mean(jnp.abs(q_pi), batch["loss_mask"]), 1e-6))
-            bc = jnp.sum((unit - to_unit(batch["actions"])) ** 2, axis=-1)
+            bc = jnp.sum((unit - parts.to_unit(batch["actions"])) ** 2, axis=-1)
             loss = -lam * q_pi + actor_beta * bc
             return loss, {"policy_loss": loss, "bc_loss": bc, "q_lambda": lam}
 
-        learning = LearningSpec(
-            init=init,
-            losses=(Loss("critic", ("q",), critic_loss,
-                         make_optimizer(self.critic_lr, self.grad_clip)),
-                    Loss("actor", ("policy",), actor_loss,
-                         make_optimizer(self.actor_lr, self.grad_clip),
-                         every=self.update_actor_interval)),
-            targets={"target_policy": "policy", "target_q": "q"}, tau=self.tau,
-            target_update_period=self.update_actor_interval)
-        acting = ActingSpec(act=lambda params, obs: policy.apply(params["policy"], obs),
-                            dist=deterministic(act_spec))
-        return AlgorithmSpec(learning, acting, DataSpec(
+        return td3_spec(self, parts, critic_loss, actor_loss, DataSpec(
             columns=REBRAC_COLUMNS,
             learner_connector=(clip_actions_inside_bounds(margin=0.0), add_next_actions())))

@@ -43,6 +43,8 @@ actions only; no recurrent form.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -154,30 +156,13 @@ class TD3BCConfig(DeterministicActorConfig):
         "RLlib's model-config keys; the layers start from PyTorch's draw (TD3+BC's own)")
 
     def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
-        self.check_spaces(obs_spec, act_spec)
-        dim = sp.flat_dim(act_spec)
-        policy = mlp_network(obs_spec, dim, self.model_config)
-        q = q_ensemble(obs_spec, act_spec, self.model_config, self.twin_q)
-        dist = deterministic(act_spec)
-        to_unit, from_unit = action_scaler(act_spec)
-        gamma, alpha = self.gamma, self.alpha
-        sigma, noise_clip = self.target_smoothing_sigma, self.target_smoothing_clip
-
-        def unit_action(policy_params, obs):
-            return jnp.tanh(policy.apply(policy_params, obs))  # [N, dim] in [-1, 1]
-
-        def env_action(unit):
-            return from_unit(unit).reshape(unit.shape[0], *act_spec.shape)
-
-        def init(rng):
-            k1, k2 = jax.random.split(rng)
-            return {"policy": policy.init(k1), "q": q.init(k2)}
+        parts = td3_parts(self, obs_spec, act_spec,
+                          q_ensemble(obs_spec, act_spec, self.model_config, self.twin_q))
+        q, gamma, alpha = parts.q, self.gamma, self.alpha
 
         def critic_loss(params, batch, rng, axis):
-            noise = jnp.clip(sigma * per_example_normal(rng, (dim,)), -noise_clip, noise_clip)
-            next_unit = jnp.clip(unit_action(params["target_policy"], batch["new_obs"]) + noise,
-                                 -1.0, 1.0)
-            next_q = jnp.min(q.apply(params["target_q"], batch["new_obs"], env_action(next_unit)),
+            next_q = jnp.min(q.apply(params["target_q"], batch["new_obs"],
+                                     parts.env_action(parts.next_unit(params, batch, rng))),
                              axis=0)
             y = jax.lax.stop_gradient(batch["rewards"] + gamma * not_terminal(batch) * next_q)
             qs = q.apply(params["q"], batch["obs"], batch["actions"])  # [k, N]
@@ -185,25 +170,80 @@ class TD3BCConfig(DeterministicActorConfig):
             return loss, {"qf_loss": loss, "qf_mean": qs.mean(0), "td_target_mean": y}
 
         def actor_loss(params, batch, rng, axis):
-            unit = unit_action(params["policy"], batch["obs"])
-            q1 = q.apply(params["q"], batch["obs"], env_action(unit))[0]
+            unit = parts.unit_action(params["policy"], batch["obs"])
+            q1 = q.apply(params["q"], batch["obs"], parts.env_action(unit))[0]
             lam = alpha / jax.lax.stop_gradient(
                 jnp.maximum(axis.mean(jnp.abs(q1), batch["loss_mask"]), 1e-6))
-            bc = jnp.mean((unit - to_unit(batch["actions"])) ** 2, axis=-1)
+            bc = jnp.mean((unit - parts.to_unit(batch["actions"])) ** 2, axis=-1)
             loss = -lam * q1 + bc
             return loss, {"policy_loss": loss, "bc_loss": bc, "q_lambda": lam}
 
-        learning = LearningSpec(
-            init=init,
-            losses=(Loss("critic", ("q",), critic_loss,
-                         make_optimizer(self.critic_lr, self.grad_clip)),
-                    Loss("actor", ("policy",), actor_loss,
-                         make_optimizer(self.actor_lr, self.grad_clip),
-                         every=self.update_actor_interval)),
-            targets={"target_policy": "policy", "target_q": "q"}, tau=self.tau,
-            target_update_period=self.update_actor_interval)
-        acting = ActingSpec(act=lambda params, obs: policy.apply(params["policy"], obs),
-                            dist=dist)
-        return AlgorithmSpec(learning, acting, DataSpec(
+        return td3_spec(self, parts, critic_loss, actor_loss, DataSpec(
             columns=("obs", "actions", "rewards", "new_obs", "terminateds"),
             learner_connector=(clip_actions_inside_bounds(margin=0.0),)))
+
+
+class TD3Parts(NamedTuple):
+    """What a TD3-style learner (TD3+BC, ReBRAC) builds its losses from: the deterministic
+    actor (`policy`: its raw outputs; `unit_action`: their tanh, in the unit box), the Q
+    ensemble, the unit box's maps (`to_unit`; `env_action`: unit actions `[N, dim]` in the
+    env's shape and bounds), `next_unit`: the target actor's smoothed action at `new_obs`, and
+    the action space's spec."""
+
+    policy: Any
+    q: Any
+    to_unit: Callable
+    unit_action: Callable
+    env_action: Callable
+    next_unit: Callable
+    act_spec: Any
+
+
+def td3_parts(config: DeterministicActorConfig, obs_spec, act_spec, q) -> TD3Parts:
+    """The parts of a TD3-style learner for `config` (the spaces checked first) with the Q
+    ensemble `q`. The next action is the target actor's plus Gaussian noise of
+    `target_smoothing_sigma` clipped to `+-target_smoothing_clip`, the sum clipped to the
+    unit box (target policy smoothing)."""
+    config.check_spaces(obs_spec, act_spec)
+    dim = sp.flat_dim(act_spec)
+    policy = mlp_network(obs_spec, dim, config.model_config)
+    to_unit, from_unit = action_scaler(act_spec)
+    sigma, noise_clip = config.target_smoothing_sigma, config.target_smoothing_clip
+
+    def unit_action(policy_params, obs):
+        return jnp.tanh(policy.apply(policy_params, obs))  # [N, dim] in [-1, 1]
+
+    def env_action(unit):
+        return from_unit(unit).reshape(unit.shape[0], *act_spec.shape)
+
+    def next_unit(params, batch, rng):
+        noise = jnp.clip(sigma * per_example_normal(rng, (dim,)), -noise_clip, noise_clip)
+        return jnp.clip(unit_action(params["target_policy"], batch["new_obs"]) + noise,
+                        -1.0, 1.0)
+
+    return TD3Parts(policy, q, to_unit, unit_action, env_action, next_unit, act_spec)
+
+
+def td3_spec(config: DeterministicActorConfig, parts: TD3Parts, critic_loss: Callable,
+             actor_loss: Callable, data: DataSpec) -> AlgorithmSpec:
+    """A TD3-style learner's spec from its two losses: the critic on every update; the actor,
+    and the targets of both (Polyak `tau`), on every `update_actor_interval`-th; acting with
+    the deterministic actor."""
+    policy, q = parts.policy, parts.q
+
+    def init(rng):
+        k1, k2 = jax.random.split(rng)
+        return {"policy": policy.init(k1), "q": q.init(k2)}
+
+    learning = LearningSpec(
+        init=init,
+        losses=(Loss("critic", ("q",), critic_loss,
+                     make_optimizer(config.critic_lr, config.grad_clip)),
+                Loss("actor", ("policy",), actor_loss,
+                     make_optimizer(config.actor_lr, config.grad_clip),
+                     every=config.update_actor_interval)),
+        targets={"target_policy": "policy", "target_q": "q"}, tau=config.tau,
+        target_update_period=config.update_actor_interval)
+    acting = ActingSpec(act=lambda params, obs: policy.apply(params["policy"], obs),
+                        dist=deterministic(parts.act_spec))
+    return AlgorithmSpec(learning, acting, data)
