@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import sys
 
 import gymnasium as gym
 import numpy as np
@@ -22,6 +23,10 @@ from rljax_offline.episode.multi_agent_builder import MultiAgentEpisodeBuilder a
 from rljax_offline.errors import AgentTruncatedWithoutObservationError, MultiAgentEpisodeError
 
 HERE = os.path.join(os.path.dirname(__file__), "fixtures", "multi_agent")
+sys.path.insert(0, HERE)  # the fixture script's queries (numpy only), replayed on ours
+
+from trace_queries import enc, run_query  # noqa: E402
+
 OBS_SPACE = gym.spaces.Box(-1000.0, 1000.0, (2,), np.float32)
 ACT_SPACE = gym.spaces.Discrete(3)
 
@@ -30,20 +35,6 @@ ACT_SPACE = gym.spaces.Discrete(3)
 def fixture():
     with gzip.open(os.path.join(HERE, "rllib_traces.json.gz"), "rt", encoding="utf-8") as f:
         return json.load(f)
-
-
-def enc(x):
-    if isinstance(x, dict):
-        return {str(k): enc(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [enc(v) for v in x]
-    if isinstance(x, (set, frozenset)):
-        return sorted(str(v) for v in x)
-    if isinstance(x, np.ndarray):
-        return enc(x.tolist())
-    if isinstance(x, np.generic):
-        return x.item()
-    return x
 
 
 def new_builder(fx, i):
@@ -68,21 +59,6 @@ def build(fx, i, steps, builder=None):
     for s in steps:
         step(builder, s)
     return builder
-
-
-def run_query(ep, q):
-    idx = q["indices"]
-    if q["kind"] == "slice":
-        idx = slice(*idx)
-    kw = dict(agent_ids=q["agent_ids"], env_steps=q["env_steps"],
-              neg_index_as_lookback=q["neg_index_as_lookback"], fill=q["fill"],
-              return_list=q["return_list"])
-    if q.get("one_hot_discrete"):
-        kw["one_hot_discrete"] = True
-    fn = getattr(ep, f"get_{q['what']}")
-    if q["what"] == "extra_model_outputs":
-        return fn(q["key"], idx, **kw)
-    return fn(idx, **kw)
 
 
 def summary(ep) -> dict:
