@@ -42,19 +42,27 @@ def save(algo: Any, path: str, extra_files: dict[str, bytes] | None = None) -> s
     return ckpt.save_checkpoint(path, algo.state, meta, files)
 
 
-def restore(algo: Any, path: str) -> None:
-    """Loads a checkpoint of `algo`'s algorithm into it; training continues exactly where
-    it was."""
+def _meta_of_one_run(algo: Any, path: str, other_algorithm_hint: str) -> dict:
+    """The checkpoint's meta, checked to hold one run of `algo`'s algorithm: another
+    algorithm is a `ValueError` ending in `other_algorithm_hint`, the stacked runs of
+    `SeedRuns` a `CheckpointError` saying how to read them."""
     meta = ckpt.load_meta(path)
     saved = meta.get("algorithm", "bc")
     if saved != algo.algo_name:
         raise ValueError(f"checkpoint {path!r} holds a {saved!r} algorithm, not "
-                         f"{algo.algo_name!r}; use Algorithm.from_checkpoint(path)")
+                         f"{algo.algo_name!r}{other_algorithm_hint}")
     if meta.get("seeds") is not None:
         raise ckpt.CheckpointError(
             f"checkpoint {path!r} holds the runs of seeds {meta['seeds']} in one state: "
             "continue them with SeedRuns(config, seeds).restore(path), or take one out with "
             "load_policy(path, seed=...)")
+    return meta
+
+
+def restore(algo: Any, path: str) -> None:
+    """Loads a checkpoint of `algo`'s algorithm into it; training continues exactly where
+    it was."""
+    meta = _meta_of_one_run(algo, path, "; use Algorithm.from_checkpoint(path)")
     algo.data.forget_stream()  # a stream from before: resume from the saved cursor
     state = algo.dp.put_replicated(ckpt.load_state(path, algo.state))
     algo.data.resume_cursor = _restored_cursor(path, meta, algo.data, state.connector_state)
@@ -99,13 +107,9 @@ def restore_component(algo: Any, path: str, component: str) -> None:
     path = str(path).rstrip("/")
     while path.rsplit("/", 1)[-1] in (*COMPONENT_FIELDS, "default_policy"):
         path = path.rsplit("/", 1)[0]
-    meta = ckpt.load_meta(path)
-    saved = meta.get("algorithm", "bc")
-    if saved != algo.algo_name:
-        raise ValueError(f"checkpoint {path!r} holds a {saved!r} algorithm, not "
-                         f"{algo.algo_name!r}: restore_from_path loads a component of the "
-                         "same algorithm (a policy of another one starts training through "
-                         "init_policy_from / init_from)")
+    _meta_of_one_run(algo, path, ": restore_from_path loads a component of the same "
+                     "algorithm (a policy of another one starts training through "
+                     "init_policy_from / init_from)")
     state = ckpt.load_state(path, algo.state)
     algo.state = algo.dp.put_replicated(algo.state._replace(
         **{field: getattr(state, field) for field in COMPONENT_FIELDS[name]}))
