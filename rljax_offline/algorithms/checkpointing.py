@@ -29,17 +29,21 @@ def save(algo: Any, path: str, extra_files: dict[str, bytes] | None = None) -> s
     """An atomic checkpoint of `algo` (an `Algorithm`: the facade imports this module), the
     stream cursor of streamed data included, with the algorithm's `extra_files` (name ->
     bytes, read back with `learning.checkpoint.load_file`). In a multi-process run every
-    process calls it (each hands over its own cursor) and process 0 alone writes."""
+    process calls it (each hands over its own cursor), process 0 alone writes, and every
+    process returns once the checkpoint is complete."""
     stream, files = _stream_checkpoint(algo.data)  # a collective: before the writer check
     files = {**files, **(extra_files or {})}
-    if not distributed.is_writer():
-        return path
-    meta = {"format": CHECKPOINT_FORMAT, "algorithm": algo.algo_name,
-            "config": algo.config.to_dict(), "iteration": algo.iteration,
-            "history": algo.history}
-    if stream is not None:
-        meta["stream"] = stream
-    return ckpt.save_checkpoint(path, algo.state, meta, files)
+    if distributed.is_writer():
+        meta = {"format": CHECKPOINT_FORMAT, "algorithm": algo.algo_name,
+                "config": algo.config.to_dict(), "iteration": algo.iteration,
+                "history": algo.history}
+        if stream is not None:
+            meta["stream"] = stream
+        ckpt.save_checkpoint(path, algo.state, meta, files)
+    # The others wait for the write: one that went on at once could look for the checkpoint
+    # (a resumed run) before it exists and train from scratch while process 0 resumes.
+    distributed.barrier(f"checkpoint saved: {path}")
+    return path
 
 
 def _meta_of_one_run(algo: Any, path: str, other_algorithm_hint: str) -> dict:

@@ -174,6 +174,21 @@ def is_writer() -> bool:
     return jax.process_index() == 0
 
 
+def barrier(name: str) -> None:
+    """Waits until every process reaches the barrier `name`; a collective. One process: no-op.
+    Used after process 0 writes what the others read next (a checkpoint), so no process reads
+    a folder that is still being written.
+
+    Args:
+      name: the barrier's name; every process passes the same.
+    """
+    if jax.process_count() == 1:
+        return
+    from jax.experimental import multihost_utils
+
+    multihost_utils.sync_global_devices(name)
+
+
 def share_of_files(files: list, what: str) -> None:
     """A named error when there are fewer input files than processes (each reads its own
     share of the files, so some would have none).
