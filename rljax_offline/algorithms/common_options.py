@@ -17,6 +17,8 @@ from rljax_offline.algorithms.options import (
     dict_or_none,
     either,
     host_port,
+    module_ids,
+    module_policies,
     non_empty_str,
     non_negative_float,
     non_negative_int,
@@ -202,5 +204,19 @@ class CommonOptions:
         "auto", "env_runners", either(one_of("auto"), positive_int),
         "online sampling: env steps per env in one sampling round; an iteration samples "
         "whole rounds ('auto': exactly the iteration's step count)")
+    # multi_agent (algorithms.multi_agent)
+    policies: dict | None = option(
+        None, "multi_agent", module_policies, "module ids (RLlib's policies), each None or a "
+        "dict of config overrides for that module; None: single-agent")
+    policy_mapping_fn: Any = option(
+        None, "multi_agent", either(dict_or_none, a_callable), "(agent_id, episode, "
+        "**kwargs) -> module id, or a dict agent id -> module id (None: every agent to "
+        "default_policy)")
+    policies_to_train: list | None = option(
+        None, "multi_agent", optional(module_ids), "the modules that train (None: all)")
+    count_steps_by: str = option(
+        "env_steps", "multi_agent", one_of("env_steps", "agent_steps"),
+        "what train_batch_size_per_learner counts: env steps (a module's batch holds that "
+        "many steps of each of its agents) or agent steps (that many rows per module)")
     # debugging
     seed: int = option(0, "debugging", non_negative_int, "seed of init, sampling and envs")

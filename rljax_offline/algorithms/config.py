@@ -2,7 +2,8 @@
 
 Every field is declared once with `option(default, group, check, doc)` (`algorithms.options`,
 with the checks). The group methods (`environment`, `offline_data`, `training`, `evaluation`,
-`learners`, `reporting`, `checkpointing`, `rl_module`, `env_runners`, `debugging`) take that
+`learners`, `reporting`, `checkpointing`, `rl_module`, `env_runners`, `multi_agent`,
+`debugging`) take that
 group's keys as keyword arguments and return a new config; keys left out keep their value
 (RLlib's `NotProvided`).
 An unknown key, or a value of the wrong type or range, is a one-line `ConfigError` naming the
@@ -53,6 +54,10 @@ def _from_iter_batches_kwargs(kwargs: dict) -> dict:
                       "prefetch_batches and shuffle_buffer_size)", UserWarning, stacklevel=4)
     return ours
 
+
+# What `build()` makes of a multi-agent config (imported on first build, as `algorithm_class`).
+MULTI_AGENT_ALGORITHM = "rljax_offline.algorithms.multi_agent:MultiAgentAlgorithm"
+DEFAULT_MODULE_ID = "default_policy"
 
 # ---------------------------------------------------------------------- the base
 
@@ -164,6 +169,51 @@ class AlgorithmConfig(CommonOptions):
     def debugging(self, **kwargs) -> AlgorithmConfig:
         return self._update("debugging", kwargs)
 
+    def multi_agent(self, *, policies: Any = None, policy_mapping_fn: Any = None,
+                    policies_to_train: Any = None, count_steps_by: str | None = None
+                    ) -> AlgorithmConfig:
+        """RLlib's multi-agent settings; calling it makes the config multi-agent (`build()`
+        then makes an `algorithms.multi_agent.MultiAgentAlgorithm`).
+
+        Args:
+          policies: module ids: a set or list, or a dict id -> None or a dict of config
+            overrides for that module (e.g. `{"model_config": {...}, "lr": 1e-4}`). None:
+            one module, `default_policy`, that every agent shares (RLlib's default).
+          policy_mapping_fn: `(agent_id, episode, **kwargs) -> module id`, or a dict agent
+            id -> module id (saved with checkpoints, unlike a function). None: every agent
+            to `default_policy`.
+          policies_to_train: the modules that train (None: all); the others keep their
+            parameters.
+          count_steps_by: `"env_steps"` (RLlib's default: a module's batch holds
+            `train_batch_size_per_learner` steps of each of its agents) or `"agent_steps"`
+            (that many rows per module).
+        """
+        if policies is None:
+            policies = self.policies or {DEFAULT_MODULE_ID: None}
+        elif not isinstance(policies, dict):
+            if isinstance(policies, str) or not isinstance(policies, (set, frozenset, list,
+                                                                      tuple)):
+                raise ConfigError("multi_agent(policies=...) takes module ids (a set, list or "
+                                  f"dict), got {policies!r}")
+            policies = {m: None for m in sorted(policies, key=str)}
+        kwargs: dict = {"policies": dict(policies)}
+        if policy_mapping_fn is not None:
+            kwargs["policy_mapping_fn"] = policy_mapping_fn
+        if policies_to_train is not None:
+            if isinstance(policies_to_train, str) or not isinstance(
+                    policies_to_train, (set, frozenset, list, tuple)):
+                raise ConfigError("multi_agent(policies_to_train=...) takes module ids, got "
+                                  f"{policies_to_train!r}")
+            kwargs["policies_to_train"] = sorted(policies_to_train, key=str)
+        if count_steps_by is not None:
+            kwargs["count_steps_by"] = count_steps_by
+        return self._update("multi_agent", kwargs)
+
+    @property
+    def is_multi_agent(self) -> bool:
+        """Whether `multi_agent()` made this config multi-agent."""
+        return self.policies is not None
+
     # ------------------------------------------------------------------ checks
 
     @property
@@ -248,7 +298,7 @@ class AlgorithmConfig(CommonOptions):
         """
         self.validate()
         process = setup(self)
-        cls = self.algorithm_class
+        cls = MULTI_AGENT_ALGORITHM if self.is_multi_agent else self.algorithm_class
         if isinstance(cls, str):
             module, attr = cls.split(":")
             cls = getattr(importlib.import_module(module), attr)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 GROUPS = ("api_stack", "environment", "offline_data", "training", "evaluation", "learners",
-          "reporting", "checkpointing", "rl_module", "env_runners", "debugging")
+          "reporting", "checkpointing", "rl_module", "env_runners", "multi_agent", "debugging")
 
 
 # A check takes the value and returns None when fine, else what was expected.
@@ -83,6 +83,19 @@ def non_empty_str(v) -> str | None:
 def host_port(v) -> str | None:
     ok = isinstance(v, str) and ":" in v and v.rsplit(":", 1)[1].isdigit()
     return None if ok else "a HOST:PORT string"
+
+
+def module_ids(v) -> str | None:
+    ok = isinstance(v, (list, tuple)) and all(isinstance(x, str) and x for x in v)
+    return None if ok else "a list of module ids"
+
+
+def module_policies(v) -> str | None:
+    """RLlib's `policies`: module ids, each with None or a dict of config overrides."""
+    ok = v is None or (isinstance(v, dict) and v and all(
+        isinstance(k, str) and k and (x is None or isinstance(x, dict)) for k, x in v.items()))
+    return None if ok else ("None or module ids (a set or list of str, or a dict id -> None "
+                            "or a dict of config overrides)")
 
 
 def one_of(*choices) -> Callable[[Any], str | None]:

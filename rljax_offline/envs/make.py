@@ -5,12 +5,14 @@ command line (`--env StatelessCartPole-v1`)."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
 
 from rljax_offline.envs.stateless_cartpole import StatelessCartPole
+from rljax_offline.errors import ConfigError
 
 STATELESS_CARTPOLE_ID = "StatelessCartPole-v1"
 
@@ -50,3 +52,34 @@ def make_env(env: Any, env_config: dict | None = None) -> gym.Env:
       env_config: keyword arguments of `gym.make`, or the factory's argument.
     """
     return env_factory(env, env_config)()
+
+
+def multi_agent_env_factory(env: Any, env_config: dict | None = None) -> Callable[[], Any]:
+    """A no-argument function that makes one multi-agent env (a PettingZoo parallel env or
+    an RLlib-style dict env).
+
+    Args:
+      env: a factory `env_config -> env`, or `"module:function"`, a function imported and
+        called with `env_config` as keyword arguments (e.g.
+        `"mpe2.simple_spread_v3:parallel_env"`); the string form is saved with
+        checkpoints, a factory must be passed again.
+      env_config: the factory's argument, or the function's keyword arguments.
+
+    Raises:
+      ConfigError: `env` is neither, or names nothing importable.
+    """
+    cfg = dict(env_config or {})
+    if callable(env):
+        return lambda: env(dict(cfg))
+    if isinstance(env, str) and env.count(":") == 1:
+        module_name, attr = env.split(":")
+        try:
+            fn = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as e:
+            raise ConfigError(f"env {env!r}: cannot import {attr!r} from {module_name!r} "
+                              f"({e}); a multi-agent env is 'module:function' or a factory "
+                              "env_config -> env") from None
+        return lambda: fn(**cfg)
+    raise ConfigError(f"a multi-agent env is a factory env_config -> env or "
+                      f"'module:function' (e.g. 'mpe2.simple_spread_v3:parallel_env'), "
+                      f"got {env!r}")

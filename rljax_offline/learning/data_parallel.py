@@ -166,7 +166,7 @@ class DataParallel:
 
     # -------------------------------------------------------------- per-device programs
 
-    def _my_rows(self, idx: jax.Array) -> jax.Array:
+    def my_rows(self, idx: jax.Array) -> jax.Array:
         """This device's slice of a global index vector (all of it with no axis)."""
         if self.mode == "jit":
             return idx
@@ -177,7 +177,7 @@ class DataParallel:
         """One update whose per-example keys come from the global batch's key vector, so
         every sharding gives each example the same key."""
         _, key = jax.random.split(state.rng)
-        keys = self._my_rows(jax.random.split(key, self.batch_size))
+        keys = self.my_rows(jax.random.split(key, self.batch_size))
         return self._update(state, batch, keys)
 
     def _sample_steps(self, num_updates: int, dataset: DeviceDataset, block_counts: tuple,
@@ -191,7 +191,7 @@ class DataParallel:
                 return self._step_with_keys(state._replace(rng=rng), batch)
 
             state, metrics = lax.scan(body, state, None, length=num_updates)
-            return state, _last_and_mean(metrics)
+            return state, last_and_mean(metrics)
 
         return per_device
 
@@ -213,7 +213,7 @@ class DataParallel:
 
                 def minibatch(state, idx):
                     batch = jax.tree_util.tree_map(
-                        lambda x: jnp.take(x, self._my_rows(idx), axis=0), data)
+                        lambda x: jnp.take(x, self.my_rows(idx), axis=0), data)
                     return self._step_with_keys(state, batch)
 
                 return lax.scan(minibatch, state._replace(rng=rng),
@@ -221,11 +221,11 @@ class DataParallel:
 
             state, metrics = lax.scan(epoch, state, None, length=num_epochs)
             metrics = jax.tree_util.tree_map(lambda x: x.reshape(-1, *x.shape[2:]), metrics)
-            return state, _last_and_mean(metrics)
+            return state, last_and_mean(metrics)
 
         return per_device
 
-    def _compile(self, per_device, arg_specs: tuple):
+    def compile_per_device(self, per_device, arg_specs: tuple):
         """`per_device(state, *args)` for this mode: replicated state in and out, each arg
         sharded on rows (`P(AXIS)`) or replicated (`P()`)."""
         if self.mode == "jit":
@@ -255,7 +255,7 @@ class DataParallel:
     @functools.cached_property
     def step(self):
         """`(state, global_batch) -> (state, metrics)`: one update, the batch sharded."""
-        return self._compile(self._step_with_keys, (P(AXIS),))
+        return self.compile_per_device(self._step_with_keys, (P(AXIS),))
 
     def scan_on_device(self, num_updates: int, sample_unit: str = "timesteps"):
         """`(state, data) -> (state, metrics)`: `num_updates` updates in one `lax.scan`, each
@@ -274,7 +274,7 @@ class DataParallel:
                 raise ValueError("sample_unit='episodes' needs put_data(..., episode_lengths)")
             meta = (data.block_counts, data.block_rows)
             if meta not in compiled:
-                compiled[meta] = self._compile(
+                compiled[meta] = self.compile_per_device(
                     self._sample_steps(num_updates, dataset, *meta), (P(AXIS), P(), P()))
             return compiled[meta](state, data.columns, data.episode_starts,
                                   data.episode_lengths)
@@ -293,13 +293,13 @@ class DataParallel:
         def per_device(state, buffer):
             def body(state, _):
                 rng, key = jax.random.split(state.rng)
-                batch = jax.tree_util.tree_map(self._my_rows, sample(buffer, key))
+                batch = jax.tree_util.tree_map(self.my_rows, sample(buffer, key))
                 return self._step_with_keys(state._replace(rng=rng), batch)
 
             state, metrics = lax.scan(body, state, None, length=num_updates)
-            return state, _last_and_mean(metrics)
+            return state, last_and_mean(metrics)
 
-        return self._compile(per_device, (P(),))
+        return self.compile_per_device(per_device, (P(),))
 
     def epochs_on_device(self, num_epochs: int, num_minibatches: int | None = None):
         """`(state, data) -> (state, metrics)`: on-policy epochs (PPO) in one program: each
@@ -317,7 +317,7 @@ class DataParallel:
             raise ValueError(f"num_epochs must be >= 1, got {num_epochs}")
         if num_minibatches is not None and num_minibatches < 1:
             raise ValueError(f"num_minibatches must be >= 1, got {num_minibatches}")
-        return self._compile(self._epoch_steps(num_epochs, num_minibatches), (P(),))
+        return self.compile_per_device(self._epoch_steps(num_epochs, num_minibatches), (P(),))
 
     def stream_updates(self, state: TrainState, batches: Iterator[dict], num_updates: int):
         """`num_updates` updates on global batches from `batches` (placed with
@@ -333,7 +333,7 @@ class DataParallel:
             state, metrics = self.step(state, batch)
             history.append(metrics)
         stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *history)
-        return state, _last_and_mean(stacked)
+        return state, last_and_mean(stacked)
 
 
 def _cyclic_valid_order(key: jax.Array, loss_mask: jax.Array, size: int) -> jax.Array:
@@ -347,7 +347,7 @@ def _cyclic_valid_order(key: jax.Array, loss_mask: jax.Array, size: int) -> jax.
     return order[jnp.arange(size) % count]
 
 
-def _last_and_mean(metrics: dict) -> dict:
+def last_and_mean(metrics: dict) -> dict:
     """Per-update metrics `[U]` -> the last update's values, and `<name>_mean` over the U
     updates for the losses (what a learning curve wants)."""
     out = {k: v[-1] for k, v in metrics.items()}

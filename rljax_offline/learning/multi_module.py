@@ -59,7 +59,8 @@ def group_modules(specs: Mapping[str, LearningSpec]) -> dict[str, ModuleGroup]:
     return {ids[0]: ModuleGroup(specs[ids[0]], tuple(ids)) for ids in groups.values()}
 
 
-def init_multi_state(groups: Mapping[str, ModuleGroup], seed: int = 0
+def init_multi_state(groups: Mapping[str, ModuleGroup], seed: int = 0,
+                     connector_states: Mapping[str, Any] | None = None
                      ) -> dict[str, TrainState]:
     """Each group's `TrainState`, its modules stacked on a leading axis.
 
@@ -68,11 +69,13 @@ def init_multi_state(groups: Mapping[str, ModuleGroup], seed: int = 0
         seed: the first module's seed; the others take `seed + 1`, `seed + 2`, ... over all
             modules in order (module `i` overall is `init_state(learning, seed + i)`), so no
             two modules start from the same draw.
+        connector_states: `{module_id: its learner connector state}` (None: none).
     """
     states, offset = {}, 0
+    cstates = connector_states or {}
     for name, group in groups.items():
-        per_module = [init_state(group.learning, seed + offset + i)
-                      for i in range(len(group.module_ids))]
+        per_module = [init_state(group.learning, seed + offset + i, cstates.get(m, ()))
+                      for i, m in enumerate(group.module_ids)]
         offset += len(group.module_ids)
         states[name] = jax.tree_util.tree_map(lambda *xs: np.stack(xs), *per_module)
     return states

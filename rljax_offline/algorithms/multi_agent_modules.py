@@ -1,0 +1,171 @@
+"""The modules of a multi-agent config: which agent each maps to, each module's own
+single-agent config, spaces, spec and pipelines, and the groups trained stacked together.
+
+RLlib's semantics: `policies` names the modules (RLlib's `MultiRLModuleSpec`), with per-module
+config overrides; `policy_mapping_fn(agent_id, episode)` picks an agent's module (default:
+every agent shares `default_policy`, full parameter sharing); agents mapped to one module must
+have the same spaces. Modules whose config and spaces are equal (and whose batches have the
+same size) are one group: one `LearningSpec`, their states stacked and stepped under `vmap`
+(`learning.multi_module`). Every registered algorithm trains per module this way, with no
+multi-agent code of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+from rljax_offline.algorithms import pipelines
+from rljax_offline.algorithms.config import DEFAULT_MODULE_ID, AlgorithmConfig
+from rljax_offline.algorithms.pipelines import Pipelines
+from rljax_offline.connectors import Spaces
+from rljax_offline.errors import ConfigError, ModuleSpaceMismatchError
+from rljax_offline.learning.multi_module import ModuleGroup
+from rljax_offline.learning.spec import AlgorithmSpec
+
+__all__ = ["ModuleSetup", "agent_mapping", "build_modules", "module_config", "module_groups"]
+
+MULTI_AGENT_FIELDS = ("policies", "policy_mapping_fn", "policies_to_train")
+
+
+class ModuleSetup(NamedTuple):
+    """One module of a multi-agent algorithm.
+
+    Attributes:
+      config: the module's single-agent config (the shared one with its overrides).
+      gym_spaces: `(observation_space, action_space)` of its agents.
+      spaces: the same as specs.
+      spec: its `AlgorithmSpec`.
+      pipelines: its learner, env-to-module and module-to-env pipelines.
+      agents: the env's agents mapped to it.
+      rows_per_update: rows of its global batch (`count_steps_by`).
+    """
+
+    config: AlgorithmConfig
+    gym_spaces: tuple
+    spaces: Spaces
+    spec: AlgorithmSpec
+    pipelines: Pipelines
+    agents: tuple
+    rows_per_update: int
+
+
+def agent_mapping(config: AlgorithmConfig) -> Callable[[Any, Any], str]:
+    """The config's `policy_mapping_fn` as `(agent_id, episode) -> module id`, checked to
+    name a module of `policies` (a one-line `ConfigError` names the agent, the module and
+    the modules there are).
+
+    Args:
+      config: a multi-agent config.
+    """
+    fn, modules = config.policy_mapping_fn, config.policies
+
+    def mapping(agent_id, episode=None):
+        if fn is None:
+            module_id = DEFAULT_MODULE_ID
+        elif isinstance(fn, Mapping):
+            if agent_id not in fn:
+                raise ConfigError(f"policy_mapping_fn (a dict) has no module for agent "
+                                  f"{agent_id!r}; it maps {sorted(fn, key=str)}")
+            module_id = fn[agent_id]
+        else:
+            module_id = fn(agent_id, episode)
+        if module_id not in modules:
+            raise ConfigError(f"policy_mapping_fn maps agent {agent_id!r} to module "
+                              f"{module_id!r}, which is not in policies {sorted(modules)}")
+        return module_id
+
+    return mapping
+
+
+def module_config(config: AlgorithmConfig, module_id: str) -> AlgorithmConfig:
+    """Module `module_id`'s single-agent config: the shared config with the module's
+    overrides from `policies` (any option; `model_config` merged into the shared one).
+
+    Args:
+      config: a multi-agent config.
+      module_id: one of its modules.
+    """
+    overrides = dict(config.policies.get(module_id) or {})
+    fields = {f.name for f in dataclasses.fields(config)}
+    unknown = sorted(set(overrides) - fields)
+    if unknown or set(overrides) & set(MULTI_AGENT_FIELDS):
+        raise ConfigError(f"policies[{module_id!r}] overrides {sorted(overrides)}; a module "
+                          f"takes options of {type(config).__name__} other than the "
+                          "multi_agent() ones")
+    if isinstance(overrides.get("model_config"), dict):
+        overrides["model_config"] = {**config.model_config, **overrides["model_config"]}
+    return dataclasses.replace(config, **overrides, **dict.fromkeys(MULTI_AGENT_FIELDS))
+
+
+def build_modules(config: AlgorithmConfig, observation_spaces: Mapping,
+                  action_spaces: Mapping) -> dict[str, ModuleSetup]:
+    """Every module of `config` for an env with these per-agent spaces: agents mapped, each
+    module's config, spec and pipelines built (one spec object for modules of equal config
+    and spaces, so they group).
+
+    Args:
+      config: a multi-agent config.
+      observation_spaces: `{agent_id: gymnasium space}`.
+      action_spaces: `{agent_id: gymnasium space}`.
+
+    Raises:
+      ConfigError: an agent mapped to an unknown module, a module no agent maps to, agents
+        of one module with different spaces (`ModuleSpaceMismatchError`).
+    """
+    mapping = agent_mapping(config)
+    agents: dict[str, list] = {}
+    for agent_id in observation_spaces:
+        agents.setdefault(mapping(agent_id, None), []).append(agent_id)
+    idle = sorted(set(config.policies) - set(agents))
+    if idle:
+        raise ConfigError(f"policies {idle} have no agent: policy_mapping_fn maps the env's "
+                          f"agents {sorted(observation_spaces, key=str)} to {sorted(agents)}")
+    built: dict[str, tuple] = {}
+    out = {}
+    for module_id in sorted(agents):
+        first, *rest = agents[module_id]
+        gym_spaces = (observation_spaces[first], action_spaces[first])
+        for other in rest:
+            if (observation_spaces[other], action_spaces[other]) != gym_spaces:
+                raise ModuleSpaceMismatchError(
+                    f"agents {first!r} and {other!r} map to module {module_id!r} but have "
+                    f"different spaces ({gym_spaces} vs {observation_spaces[other]}, "
+                    f"{action_spaces[other]}); map them to modules of their own")
+        cfg = module_config(config, module_id)
+        spaces = Spaces.of(*gym_spaces)
+        key = _build_key(cfg, gym_spaces)
+        if key not in built:
+            built[key] = pipelines.build(cfg, spaces)
+        spec, pipes = built[key]
+        per_agent = len(agents[module_id]) if config.count_steps_by == "env_steps" else 1
+        out[module_id] = ModuleSetup(cfg, gym_spaces, spaces, spec, pipes,
+                                     tuple(agents[module_id]),
+                                     cfg.update_batch_size * per_agent)
+    return out
+
+
+def _build_key(config: AlgorithmConfig, gym_spaces: tuple) -> str:
+    """Equal for configs and spaces that build the same spec: the config's JSON, the spaces,
+    and the identity of the code it holds (connector factories, which its JSON names only)."""
+    code = sorted((f.name, id(getattr(config, f.name))) for f in dataclasses.fields(config)
+                  if callable(getattr(config, f.name)))
+    return json.dumps([config.to_dict(), repr(gym_spaces), code], sort_keys=True, default=str)
+
+
+def module_groups(modules: Mapping[str, ModuleSetup]) -> dict[str, ModuleGroup]:
+    """The modules that train stacked together: one spec object and one batch size.
+
+    Args:
+      modules: from `build_modules`.
+
+    Returns:
+      `{group name: ModuleGroup}`, each named by its first module.
+    """
+    members: dict[tuple, list[str]] = {}
+    for module_id, m in modules.items():
+        members.setdefault((id(m.spec.learning), m.rows_per_update), []).append(module_id)
+    return {ids[0]: ModuleGroup(modules[ids[0]].spec.learning, tuple(ids))
+            for ids in members.values()}
