@@ -8,7 +8,8 @@ bootstrap interval on `v_target` and the importance weights' effective sample si
 
 Public names load on first use (start-up cost). `ope.estimate` takes a checkpoint folder (its
 `TrainedPolicy` is loaded, no algorithm is built), a `TrainedPolicy`, an `Algorithm` or a
-policy function; `evaluate_policy` is the same on a `TrainedPolicy` and episodes. This package
+policy function; `evaluate_policy` is the same on a `TrainedPolicy` and episodes;
+`estimate_team` judges several agents' policies by the team return (`ope.multi_agent`). This package
 sits below the algorithm layer: it never imports the facade (`tests/test_layers.py`).
 """
 
@@ -30,6 +31,9 @@ _PUBLIC = {
     "TargetPolicy": "rljax_offline.ope.target",
     "split": "rljax_offline.ope.data",
     "discounted_env_value": "rljax_offline.ope.env_value",
+    "estimate_team": "rljax_offline.ope.multi_agent",
+    "team_episodes": "rljax_offline.ope.multi_agent",
+    "team_spaces": "rljax_offline.ope.multi_agent",
 }
 __all__ = sorted(_PUBLIC)
 
