@@ -88,7 +88,8 @@ def record(path: str, env: str = "CartPole-v1", episodes: int = 20) -> None:
 
 
 RUN_PAGES = ["concepts/episodes.md", "concepts/connectors.md", "rllib-migration.md",
-             "concepts/architecture.md", "guides/algorithms-zoo.md"]
+             "concepts/architecture.md", "guides/algorithms-zoo.md",
+             "guides/multi-agent-training.md"]
 RUN_CHAINS = [["guides/offline-algorithms.md", "guides/export.md#0"]]
 
 
@@ -108,6 +109,17 @@ def test_algorithms_zoo_page(workdir, capsys):
     run_pages(["guides/algorithms-zoo.md"])
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "0.001 0.01" and out[1] == "1.0 exp 10" and out[-1] == "True"
+
+
+def test_multi_agent_training_page(workdir, capsys):
+    """Random simple_spread data, shared and per-agent BC, a checkpoint, team OPE; the
+    printed lines are the page's."""
+    pytest.importorskip("mpe2")
+    run_pages(["guides/multi-agent-training.md"])
+    shown = [line for block in re.findall(r"^```text\n(.*?)^```",
+                                          (DOCS / "guides/multi-agent-training.md").read_text(),
+                                          re.S | re.M) for line in block.splitlines()]
+    assert capsys.readouterr().out.splitlines() == shown
 
 
 def test_episodes_then_connectors_pages(workdir):
