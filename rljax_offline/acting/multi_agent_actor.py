@@ -1,4 +1,5 @@
-"""A trained module as a policy of `MultiAgentEnvRunner`: `(obs [N, ...], key) -> actions`,
+"""A trained module as a policy of `MultiAgentEnvRunner`: `(obs [N, ...], key) -> actions`
+(or `(actions, extras)`),
 its env-to-module and module-to-env pipelines inlined, compiled once, the params an argument
 (so new params after each iteration reuse the program).
 
@@ -27,9 +28,12 @@ class ModuleActor:
       policy: the module's `TrainedPolicy` (its params are replaced with `set_params`).
       module_id: the module's id, for messages.
       explore: sample actions instead of taking the greedy ones.
+      outputs: also return the step's `action_logp` and `action_dist_inputs` (what the
+        runner records as extra model outputs: an on-policy learner's behaviour policy).
     """
 
-    def __init__(self, policy: Any, module_id: str, explore: bool = False):
+    def __init__(self, policy: Any, module_id: str, explore: bool = False,
+                 outputs: bool = False):
         e2m = policy.pipelines.env_to_module
         if policy.is_stateful or max(policy.lookback, e2m.lookback) > 0:
             raise ConfigError(f"module {module_id!r}: multi-agent acting reads each agent's "
@@ -40,8 +44,8 @@ class ModuleActor:
                            env_to_module_state=policy.env_to_module_state(), explore=explore)
 
         def act(params, obs, key):
-            actions, _, _ = actor.select_action(params, actor.init(obs, key))
-            return actions
+            actions, extras, _ = actor.select_action(params, actor.init(obs, key))
+            return (actions, extras) if outputs else actions
 
         self._act = jax.jit(act)
         self.params = policy.params

@@ -68,7 +68,7 @@ class Algorithm:
         process = process or ProcessSetup.current()
         self.multi_process = process.multi_process
         self.compilation_cache_dir = process.compilation_cache_dir
-        self._obs_space, self._act_space = env_spaces(config)
+        self._obs_space, self._act_space = self._gym_spaces()
         self.spaces = Spaces.of(self._obs_space, self._act_space)
         config.check_spaces(self.spaces.observation, self.spaces.action)
         self.spec: AlgorithmSpec
@@ -94,6 +94,11 @@ class Algorithm:
                                    on_episodes=lambda episodes: self.record("evaluation",
                                                                             episodes))
         self.timers: dict[str, float] = {}
+
+    def _gym_spaces(self) -> tuple:
+        """`(observation_space, action_space)` of what the module sees: the config's env's
+        (a multi-agent algorithm's: its module's agents')."""
+        return env_spaces(self.config)
 
     @property
     def learner_connector(self):

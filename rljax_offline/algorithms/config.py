@@ -75,6 +75,8 @@ class AlgorithmConfig(CommonOptions):
     # What `build()` makes: a class, or "module:Class" imported on first build (so this module
     # imports no algorithm code: configs and algorithms have no import cycle).
     algorithm_class: ClassVar[Any] = "rljax_offline.algorithms.algorithm:Algorithm"
+    # What `build()` makes of it after `multi_agent(...)`.
+    multi_agent_class: ClassVar[Any] = MULTI_AGENT_ALGORITHM
     # True where the algorithm learns from its own env rollouts (PPO), not from `input_`.
     trains_online: ClassVar[bool] = False
 
@@ -298,7 +300,7 @@ class AlgorithmConfig(CommonOptions):
         """
         self.validate()
         process = setup(self)
-        cls = MULTI_AGENT_ALGORITHM if self.is_multi_agent else self.algorithm_class
+        cls = self.multi_agent_class if self.is_multi_agent else self.algorithm_class
         if isinstance(cls, str):
             module, attr = cls.split(":")
             cls = getattr(importlib.import_module(module), attr)

@@ -24,6 +24,7 @@ import jax
 import numpy as np
 
 from rljax_offline.acting.multi_agent_actor import ModuleActor
+from rljax_offline.acting.multi_agent_metrics import team_metrics
 from rljax_offline.acting.multi_agent_runner import MultiAgentEnvRunner, _as_parallel
 from rljax_offline.algorithms import multi_agent_data as ma_data
 from rljax_offline.algorithms.checkpointing import CHECKPOINT_FORMAT, _meta_of_one_run
@@ -49,7 +50,8 @@ def _check(config: AlgorithmConfig) -> None:
     """One-line errors for what multi-agent training does not do (yet)."""
     why = None
     if config.trains_online:
-        why = "online multi-agent training (IPPO) is not built yet; train offline algorithms"
+        why = ("online multi-agent training is built for PPO (IPPO with a shared module); "
+               f"{config.algo_name} trains offline here")
     elif config.streams_data:
         why = "multi-agent data is materialized on the devices (materialize_data=True)"
     elif config.off_policy_estimation_methods:
@@ -216,24 +218,7 @@ class MultiAgentAlgorithm:
         `module_episode_returns_mean`)."""
         t0 = time.perf_counter()
         episodes = self.sample_episodes(num_episodes or self.config.evaluation_duration)
-        team = np.array([ep.get_return() for ep in episodes])
-        per_agent: dict = {}
-        per_module: dict = {}
-        for ep in episodes:
-            for agent_id, agent_ep in ep.agent_episodes.items():
-                r = float(agent_ep.get_return())
-                per_agent.setdefault(agent_id, []).append(r)
-                per_module.setdefault(self.mapping(agent_id, ep), []).append(r)
-        return {"episode_return_mean": float(team.mean()),
-                "episode_return_std": float(team.std()),
-                "episode_return_min": float(team.min()),
-                "episode_return_max": float(team.max()),
-                "episode_len_mean": float(np.mean([ep.env_steps() for ep in episodes])),
-                "num_episodes": len(episodes),
-                "agent_episode_returns_mean": {str(a): float(np.mean(v))
-                                               for a, v in per_agent.items()},
-                "module_episode_returns_mean": {m: float(np.mean(v))
-                                                for m, v in per_module.items()},
+        return {**team_metrics(episodes, self.mapping),
                 "evaluation_time_s": time.perf_counter() - t0}
 
     # ------------------------------------------------------------------ checkpoints

@@ -109,7 +109,16 @@ class PPO(OnlineAlgorithm):
         # RLlib's cut keeps `episode_lookback_horizon` steps; a recurrent policy needs at
         # least the one whose `state_out` the continuing chunk starts from.
         lookback = max(c.episode_lookback_horizon, 1) if self.is_stateful else 0
-        return self.sample_steps(c.train_batch_size_per_learner, lookback)
+        return self.sample_steps(self.rollout_rows, lookback)
+
+    def sampled_env_steps(self, chunks: list, finished: list) -> int:
+        """Env steps a rollout took: its chunks' steps."""
+        return sum(len(ep) for ep in chunks)
+
+    @property
+    def rollout_rows(self) -> int:
+        """Rows of one iteration's train batch: `train_batch_size_per_learner` env steps."""
+        return self.config.train_batch_size_per_learner
 
     # ------------------------------------------------------------------ training
 
@@ -118,11 +127,11 @@ class PPO(OnlineAlgorithm):
         c = self.config
         chunks, finished = self.sample()
         sample_s = time.perf_counter() - t0
-        steps = sum(len(ep) for ep in chunks)
+        steps = self.sampled_env_steps(chunks, finished)
         params = jax.device_get(self.state.params)
         cols, cstate, _ = self.data.columns(chunks, jax.device_get(self.state.connector_state),
                                             fit=True, params=params)
-        n = c.train_batch_size_per_learner  # a fixed shape: one compiled epoch program
+        n = self.rollout_rows  # a fixed shape: one compiled epoch program
         num_minibatches = n // c.minibatch_size
         if self.is_stateful:
             cols = self._pad_sequences(cols)

@@ -198,6 +198,7 @@ class PPOConfig(AlgorithmConfig):
     """
 
     algorithm_class = "rljax_offline.algorithms.ppo.algorithm:PPO"
+    multi_agent_class = "rljax_offline.algorithms.ppo.multi_agent:MultiAgentPPO"
     algo_name = "ppo"
     trains_online = True
 

@@ -1,0 +1,132 @@
+"""`MultiAgentPPO`: IPPO with parameter sharing, what `PPOConfig().multi_agent().build()`
+makes: PPO's learner as it is, its rollouts sampled from a multi-agent env.
+
+Every agent maps to one module (RLlib's default, `default_policy`): each iteration samples
+whole multi-agent episodes with the exploring module from `num_envs_per_env_runner` env
+copies (`MultiAgentEnvRunner`), and every agent's episode is a single-agent episode of the
+module on the agent's own timeline, with its own rewards, so GAE, the advantage
+standardization and the epochs of minibatches are single-agent PPO's, unchanged. With
+`count_steps_by="env_steps"` (RLlib's default) the train batch holds
+`train_batch_size_per_learner` steps of every agent; with `"agent_steps"` that many rows.
+The episode metrics are the team's (the sum over agents); evaluation runs the greedy module
+in the multi-agent env.
+
+Several modules (one per agent, or per kind of agent) and a centralised value (MAPPO) are not
+built yet: a one-line `ConfigError`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import jax
+
+from rljax_offline.acting.env_runner import SAMPLING, stream_seed
+from rljax_offline.acting.multi_agent_actor import ModuleActor
+from rljax_offline.acting.multi_agent_metrics import team_metrics
+from rljax_offline.acting.multi_agent_runner import MultiAgentEnvRunner, _as_parallel
+from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
+from rljax_offline.algorithms.multi_agent_modules import agent_mapping, build_modules
+from rljax_offline.algorithms.ppo.algorithm import PPO
+from rljax_offline.envs.make import multi_agent_env_factory
+
+__all__ = ["MultiAgentPPO"]
+
+
+class MultiAgentPPO(PPO):
+    """IPPO with one shared module (see the module docstring).
+
+    Args:
+      config: a `PPOConfig` on which `multi_agent()` was called, with one module.
+      process: the process setup `build()` did.
+    """
+
+    _sampling_runner: MultiAgentEnvRunner | None = None
+    _evaluation_runner: MultiAgentEnvRunner | None = None
+    _evaluation_actor: ModuleActor | None = None
+
+    def __init__(self, config: AlgorithmConfig, process: Any = None):
+        if len(config.policies) != 1 or any(config.policies.values()):
+            raise ConfigError(f"{type(config).__name__}.multi_agent(): multi-agent PPO trains "
+                              "one module every agent shares (IPPO with parameter sharing); "
+                              f"got policies {config.policies}")
+        if config.input_ is not None or config.init_policy_from is not None:
+            raise ConfigError(f"{type(config).__name__}.multi_agent(): multi-agent PPO "
+                              "samples its own rollouts; fine-tuning from offline data is "
+                              "not built yet")
+        self.env_fn = multi_agent_env_factory(config.env, config.env_config)
+        probe = _as_parallel(self.env_fn())
+        try:
+            agents = list(getattr(probe, "possible_agents", None) or probe.agents)
+            spaces = ({a: probe.observation_space(a) for a in agents},
+                      {a: probe.action_space(a) for a in agents})
+        finally:
+            getattr(probe, "close", lambda: None)()
+        self.mapping = agent_mapping(config)
+        (self.module_id, module), = build_modules(config, *spaces).items()
+        self._module_spaces = module.gym_spaces
+        self.agents_per_module = len(module.agents)
+        super().__init__(config, process)
+
+    def _gym_spaces(self) -> tuple:
+        return self._module_spaces
+
+    @property
+    def rollout_rows(self) -> int:
+        """Agent steps of one train batch (`count_steps_by`, see the module docstring)."""
+        per_agent = self.agents_per_module if self.config.count_steps_by == "env_steps" else 1
+        return self.config.train_batch_size_per_learner * per_agent
+
+    def sampled_env_steps(self, chunks: list, finished: list) -> int:
+        """Env steps of the whole episodes sampled (each holds every agent's steps)."""
+        return sum(env_steps for _, env_steps in finished)
+
+    def _module_actor(self, explore: bool) -> ModuleActor:
+        """The module's actor (compiled once; `set_params` gives it the current params);
+        the exploring one also returns what the runner records for PPO's loss."""
+        return ModuleActor(self.policy(), self.module_id, explore, outputs=explore)
+
+    def sample_steps(self, num_steps: int, lookback: int = 0):
+        """Whole multi-agent episodes with the exploring module until they hold `num_steps`
+        agent steps: `(every agent's episode, [(team return, env steps)] per episode)`."""
+        c = self.config
+        if self._sampling_actor is None:
+            self._sampling_actor = self._module_actor(explore=True)
+        self._sampling_actor.set_params(jax.device_get(self.state.params))
+        if self._sampling_runner is None:
+            self._sampling_runner = MultiAgentEnvRunner(
+                self.env_fn, {self.module_id: self._sampling_actor},
+                agent_to_module_mapping_fn=self.mapping, num_envs=c.num_envs_per_env_runner,
+                seed=stream_seed(c.seed, SAMPLING, self.iteration))
+        chunks, finished = [], []
+        while sum(len(ep) for ep in chunks) < num_steps:
+            for ma in self._sampling_runner.sample(c.num_envs_per_env_runner):
+                chunks.extend(ma.agent_episodes.values())
+                finished.append((ma.get_return(), ma.env_steps()))
+        return chunks, finished
+
+    def evaluate(self, num_episodes: int | None = None) -> dict:
+        """The greedy module in the multi-agent env: the team's `env_runners` metrics."""
+        t0 = time.perf_counter()
+        c = self.config
+        n = num_episodes or c.evaluation_duration
+        if self._evaluation_actor is None:
+            self._evaluation_actor = self._module_actor(explore=c.evaluation_explore)
+        actor = self._evaluation_actor
+        actor.set_params(jax.device_get(self.state.params))
+        if self._evaluation_runner is None:
+            self._evaluation_runner = MultiAgentEnvRunner(
+                self.env_fn, {self.module_id: actor}, agent_to_module_mapping_fn=self.mapping,
+                num_envs=min(c.evaluation_num_envs, n), seed=c.seed + 1_000_003)
+        self._evaluation_runner.policies = {self.module_id: actor}
+        episodes = self._evaluation_runner.sample(n)
+        return {**team_metrics(episodes, self.mapping),
+                "evaluation_time_s": time.perf_counter() - t0}
+
+    def stop(self) -> None:
+        super().stop()
+        for runner in (self._sampling_runner, self._evaluation_runner):
+            for env in (runner.envs if runner is not None else []):
+                getattr(env, "close", lambda: None)()
+        self._sampling_runner = self._evaluation_runner = None
