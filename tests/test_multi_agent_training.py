@@ -235,3 +235,17 @@ def test_bad_multi_agent_settings_are_named_errors(async_data, two_kinds_data):
             possible_agents = ("scout_0",)
         _small(BCConfig().environment(lambda cfg: _Scouts()), two_kinds_data).multi_agent(
         ).build().train()
+
+
+def test_run_training_logs_and_resumes_a_multi_agent_run(two_kinds_data, tmp_path):
+    from rljax_offline.apps.training_loop import run_training
+
+    config = _small(BCConfig().environment(lambda cfg: TwoKindsEnv()).multi_agent(
+        policies={"scout", "worker"}, policy_mapping_fn=lambda a, e: a.split("_")[0]),
+        two_kinds_data).evaluation(evaluation_interval=1, evaluation_duration=2)
+    rows = []
+    first = run_training(config, iterations=1, out_dir=str(tmp_path), progress=False,
+                         emit=rows.append)
+    assert first["plot"] and "total_loss" in rows[0]  # the first module's (scout's) loss
+    again = run_training(config, iterations=2, out_dir=str(tmp_path), progress=False)
+    assert again["resumed_from_iteration"] == 1 and again["iterations_trained"] == 1

@@ -70,6 +70,16 @@ def main_loss(learner_metrics: dict) -> tuple[str, float] | None:
     return None
 
 
+def first_module_metrics(result: dict) -> dict:
+    """The learner metrics a summary shows: `default_policy`'s, else (several modules) the
+    first trained module's in name order; `{}` where no module trained."""
+    learners = result.get("learners", {})
+    if "default_policy" in learners:
+        return learners["default_policy"]
+    modules = sorted(m for m in learners if m != "__all_modules__")
+    return learners[modules[0]] if modules else {}
+
+
 def _x_value(result: dict, x_axis: str, updates_per_iteration: int | None) -> float:
     """Where a result sits on the x-axis: its iteration, updates so far, or samples so far."""
     it = result["training_iteration"]
@@ -89,7 +99,8 @@ def save_learning_curve(history: Sequence[dict], path: str, *, title: str = "tra
     training iterations, gradient updates or timesteps trained on (`x_axis`).
 
     Args:
-      history: result dicts with `training_iteration`, `learners/default_policy/<loss>`
+      history: result dicts with `training_iteration`, `learners/<module>/<loss>` (the
+        first module's: `first_module_metrics`)
         and, where evaluated, `evaluation/env_runners/episode_return_mean` (nested dicts).
       path: where to write the PNG (atomically).
       target_return: draws a dashed line at this return (e.g. 450 for CartPole).
@@ -98,7 +109,7 @@ def save_learning_curve(history: Sequence[dict], path: str, *, title: str = "tra
     if x_axis not in X_AXES:
         raise ValueError(f"x_axis must be one of {sorted(X_AXES)}, got {x_axis!r}")
     plt, fig, (ax_loss, ax_ret) = _figure(2)
-    named = [(r, main_loss(r["learners"]["default_policy"])) for r in history]
+    named = [(r, main_loss(first_module_metrics(r))) for r in history]
     named = [(r, n) for r, n in named if n is not None]  # iterations that made updates
     it = [_x_value(r, x_axis, updates_per_iteration) for r, _ in named]
     loss = [n[1] for _, n in named]

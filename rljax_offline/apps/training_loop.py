@@ -17,7 +17,7 @@ from collections.abc import Callable
 import jax
 
 from rljax_offline.algorithms.config import AlgorithmConfig
-from rljax_offline.apps.plotting import main_loss, save_learning_curve
+from rljax_offline.apps.plotting import first_module_metrics, main_loss, save_learning_curve
 from rljax_offline.apps.reporting import Logger, MultiLogger, default_logger
 from rljax_offline.errors import TrainingDivergedError
 from rljax_offline.runtime.distributed import is_writer
@@ -25,7 +25,7 @@ from rljax_offline.runtime.distributed import is_writer
 
 def _short(result: dict) -> dict:
     row = {"iteration": result["training_iteration"]}
-    named = main_loss(result["learners"]["default_policy"])
+    named = main_loss(first_module_metrics(result))
     if named is not None:  # None: an iteration that made no update yet
         row[named[0]] = round(named[1], 5)
     row["time_this_iter_s"] = round(result["time_this_iter_s"], 3)
