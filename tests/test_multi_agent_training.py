@@ -249,3 +249,25 @@ def test_run_training_logs_and_resumes_a_multi_agent_run(two_kinds_data, tmp_pat
     assert first["plot"] and "total_loss" in rows[0]  # the first module's (scout's) loss
     again = run_training(config, iterations=2, out_dir=str(tmp_path), progress=False)
     assert again["resumed_from_iteration"] == 1 and again["iterations_trained"] == 1
+
+
+def test_trained_modules_export_and_are_judged_by_team_ope(two_kinds_data, tmp_path):
+    from rljax_offline.ope.multi_agent import team_episodes, team_spaces
+
+    config = _small(BCConfig().environment(lambda cfg: TwoKindsEnv()).multi_agent(
+        policies={"scout", "worker"}, policy_mapping_fn=lambda a, e: a.split("_")[0]),
+        two_kinds_data)
+    algo = config.build()
+    algo.train()
+    assert (tmp_path / "scout.json").exists() is False
+    algo.export_policy("scout", str(tmp_path / "scout"))
+    assert (tmp_path / "scout.json").exists()
+    episodes = read_input(two_kinds_data)
+    targets = algo.agent_targets()
+    assert set(targets) == {"scout_0", "scout_1", "worker_0"}
+    obs = np.zeros((4, 3), np.float32)
+    np.testing.assert_allclose(targets["scout_0"](obs).sum(axis=1), 1.0, rtol=1e-5)
+    estimates = algo.estimate_off_policy(episodes, ["wis"], num_bootstrap=10)
+    spaces = team_spaces(episodes)
+    assert spaces.action_space.n == 12 and len(team_episodes(episodes, spaces)) == 24
+    assert np.isfinite(estimates["wis"]["v_target"])

@@ -23,6 +23,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from rljax_offline import spaces as sp
 from rljax_offline.acting.multi_agent_actor import ModuleActor
 from rljax_offline.acting.multi_agent_metrics import team_metrics
 from rljax_offline.acting.multi_agent_runner import MultiAgentEnvRunner, _as_parallel
@@ -35,12 +36,16 @@ from rljax_offline.algorithms.multi_agent_modules import (
     module_groups,
 )
 from rljax_offline.envs.make import multi_agent_env_factory
+from rljax_offline.errors import OPEError
+from rljax_offline.export import export_policy, policy_parts
 from rljax_offline.learning import checkpoint as ckpt
 from rljax_offline.learning.data_parallel import select_devices
 from rljax_offline.learning.init import state_template
 from rljax_offline.learning.multi_data_parallel import MultiModuleParallel
 from rljax_offline.learning.multi_module import init_multi_state, unstack
 from rljax_offline.learning.trained_policy import TrainedPolicy, make_policy, saved_config
+from rljax_offline.ope.evaluation import policy_target
+from rljax_offline.ope.multi_agent import estimate_team
 from rljax_offline.runtime import distributed
 
 __all__ = ["MultiAgentAlgorithm"]
@@ -189,6 +194,34 @@ class MultiAgentAlgorithm:
         state = unstack(self.groups, self.state)[module_id]
         return make_policy(m.config, m.gym_spaces, state.params, state.connector_state,
                            (m.spec, m.pipelines))
+
+    def export_policy(self, module_id: str, path: str, format: str = "stablehlo") -> str:
+        """Writes module `module_id`'s greedy acting step as one graph (`rljax_offline.export`),
+        as `Algorithm.export_policy` does for a single-agent policy."""
+        return export_policy(policy_parts(self.policy(module_id)), path, format)
+
+    def agent_targets(self, explore: bool = True) -> dict:
+        """`{agent_id: obs -> action probabilities}`: each agent's module as an `ope.target`
+        function (Discrete modules whose learner pipeline fits nothing on the observations;
+        others are a named error), for `ope.estimate_team`."""
+        targets = {}
+        for module_id, m in self.modules.items():
+            policy = self.policy(module_id)
+            if not isinstance(m.spaces.action, sp.DiscreteSpec) or \
+                    jax.tree_util.tree_leaves(policy.rows_state()):
+                raise OPEError(f"module {module_id!r}: team OPE of a trained module needs "
+                               "Discrete actions and no fitted observation pieces")
+            target = policy_target(policy, explore)
+            for agent_id in m.agents:
+                targets[agent_id] = target.probs
+        return targets
+
+    def estimate_off_policy(self, episodes: list, methods=("wis", "pdis", "fqe", "dr"),
+                            **options) -> dict:
+        """Team off-policy estimates of the current modules on multi-agent `episodes`
+        (`ope.estimate_team` with `agent_targets`); `options` as `ope.estimate`'s."""
+        return estimate_team(self.agent_targets(), episodes, methods,
+                             gamma=options.pop("gamma", self.config.gamma), **options)
 
     def _module_actors(self) -> dict[str, ModuleActor]:
         """Each module's actor with the current params (compiled once per fitted state)."""
