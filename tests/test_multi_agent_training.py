@@ -9,6 +9,8 @@
   policies_to_train naming none or an unknown module) are one-line named errors.
 """
 
+import json
+
 import gymnasium as gym
 import jax
 import numpy as np
@@ -21,6 +23,7 @@ from rljax_offline.algorithms.multi_agent_data import episodes_by_module, read_i
 from rljax_offline.data.multi_agent_io import write_multi_agent_episodes
 from rljax_offline.envs.async_agents import AsyncAgentsEnv
 from rljax_offline.errors import ConfigError, OfflineDataError
+from rljax_offline.learning.checkpoint import load_meta
 from rljax_offline.learning.multi_module import unstack
 
 ASYNC = "rljax_offline.envs.async_agents:AsyncAgentsEnv"
@@ -271,3 +274,20 @@ def test_trained_modules_export_and_are_judged_by_team_ope(two_kinds_data, tmp_p
     spaces = team_spaces(episodes)
     assert spaces.action_space.n == 12 and len(team_episodes(episodes, spaces)) == 24
     assert np.isfinite(estimates["wis"]["v_target"])
+
+
+@pytest.mark.parametrize("mode", ["shared", "per-agent"])
+def test_the_train_command_trains_multi_agent_data(mode, async_data, tmp_path, capsys):
+    from rljax_offline.cli import main
+
+    rc = main(["train", "--multi-agent", mode, "--env", ASYNC, "--input", async_data,
+               "--iterations", "1", "--updates-per-iteration", "3", "--batch-size", "16",
+               "--hiddens", "8", "--eval-episodes", "2", "--num-devices", "1", "--quiet",
+               "--no-tensorboard", "--out", str(tmp_path / mode)])
+    assert rc == 0
+    summary = [json.loads(line) for line in capsys.readouterr().out.splitlines()
+               if line.startswith("{")][-1]
+    assert summary["command"] == "train" and summary["iterations"] == 1
+    meta = load_meta(str(tmp_path / mode / "checkpoint"))
+    modules = ["default_policy"] if mode == "shared" else ["fast", "late", "slow"]
+    assert sorted(m for g in meta["groups"].values() for m in g) == modules

@@ -31,6 +31,7 @@ from rljax_offline.cli.args import (
     read_kwargs,
 )
 from rljax_offline.cli.output import add_command, emit
+from rljax_offline.envs.make import multi_agent_env_factory
 from rljax_offline.errors import UsageError
 
 DEFAULT_ALGO = "bc"  # `train` without --algo
@@ -65,7 +66,10 @@ def config_from_args(args) -> AlgorithmConfig:
         offline.update(materialize_data=False, materialize_mapped_data=False)
         if args.shuffle_buffer_size is not None:
             offline["shuffle_buffer_size"] = args.shuffle_buffer_size
-    return (cls()
+    config = cls()
+    if args.multi_agent is not None:
+        config = _multi_agent(config, args)
+    return (config
             .environment(args.env)
             .offline_data(**offline)
             .training(**training)
@@ -74,6 +78,30 @@ def config_from_args(args) -> AlgorithmConfig:
                         evaluation_duration=args.eval_episodes)
             .rl_module(model_config={"fcnet_hiddens": args.hiddens, **args.model_config})
             .debugging(seed=args.seed))
+
+
+def _multi_agent(config: AlgorithmConfig, args) -> AlgorithmConfig:
+    """`--multi-agent shared`: every agent of --env trains one module; `per-agent`: a module
+    each (their ids are the agents', read from the env)."""
+    if args.multi_agent == "shared":
+        return config.multi_agent()
+    env = multi_agent_env_factory(args.env)()
+    agents = [str(a) for a in (getattr(env, "possible_agents", None) or env.agents)]
+    getattr(env, "close", lambda: None)()
+    return config.multi_agent(policies=agents, policy_mapping_fn={a: a for a in agents})
+
+
+def env_or_factory(text: str) -> str:
+    """A gymnasium id, or a multi-agent env's `module:function`."""
+    return text if text.count(":") == 1 and not gym_registered(text) else env_id(text)
+
+
+def gym_registered(text: str) -> bool:
+    try:
+        env_id(text)
+    except argparse.ArgumentTypeError:
+        return False
+    return True
 
 
 def _distributed_kwargs(args) -> dict:
@@ -187,6 +215,8 @@ def register(sub, algo: str = DEFAULT_ALGO) -> None:
         "--out runs/ppo\n"
         "  rljax-offline train --algo cql --min-q-weight 5 --input data/mixed --out runs/cql\n"
         "  rljax-offline train --input minari:cartpole/expert-v0 --stop-return 450\n"
+        "  rljax-offline train --multi-agent shared --env mpe2.simple_spread_v3:parallel_env "
+        "--input data/spread\n"
         "  rljax-offline train --algo ppo --env StatelessCartPole-v1 "
         "--model-config '{\"use_lstm\": true, \"max_seq_len\": 16}'\n"
         "  tensorboard --logdir runs/bc", run)
@@ -203,8 +233,13 @@ def register(sub, algo: str = DEFAULT_ALGO) -> None:
     p.add_argument("--shuffle-buffer-size", type=non_negative_int, default=None,
                    help="with --stream: episodes in the shuffle buffer, reshuffled each "
                         "epoch (default 0: the files' order)")
-    p.add_argument("--env", default="CartPole-v1", type=env_id,
-                   help="gymnasium env id the data comes from (spaces and evaluation)")
+    p.add_argument("--env", default="CartPole-v1", type=env_or_factory,
+                   help="gymnasium env id the data comes from (spaces and evaluation); with "
+                        "--multi-agent a multi-agent env's module:function "
+                        "(mpe2.simple_spread_v3:parallel_env)")
+    p.add_argument("--multi-agent", choices=["shared", "per-agent"], default=None,
+                   help="multi-agent data and env: one module every agent shares, or one "
+                        "per agent (RLlib's multi_agent(policies, policy_mapping_fn))")
     p.add_argument("--iterations", type=positive_int, default=50,
                    help="training iterations (each runs --updates-per-iteration updates)")
     p.add_argument("--stop-return", type=finite_float, default=None,
