@@ -34,7 +34,7 @@ from rljax_offline.errors import UsageError
 
 RECIPE_VERSION = 1
 DEFAULT_NUM_STEPS = 200_000    # env steps (8,000 episodes of 25 steps)
-DEFAULT_EVAL_EPISODES = 100    # episodes behind each reference return
+DEFAULT_EVAL_EPISODES = 300    # episodes behind each reference return (standard error ~0.6)
 REF_SEED = 1_000_000           # env seeds of the reference returns: REF_SEED + episode
 EPSILONS = (0.0, 0.1, 0.3, 0.5, 0.7, 1.0)
 NOISE_SIGMA = 0.1              # the continuous heuristic's Gaussian noise (before truncation)

@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import os
@@ -91,6 +92,13 @@ def behavior_policies(env: str, epsilon: float, *, sigma: float = NOISE_SIGMA) -
       epsilon: the probability of a uniform action, per agent and step (1.0: uniform random).
       sigma: the continuous heuristic's noise (standard deviation before truncation).
     """
+    return dict(_cached_policies(env, float(epsilon), float(sigma)))
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_policies(env: str, epsilon: float, sigma: float) -> tuple:
+    """The policies are pure (their draws come from the runner's keys): one compile each per
+    process, however many data sets and references it makes."""
     spec = _env_spec(env)
     probe = env_maker(env)()
     agent_to_module = dict(spec.agent_to_module)
@@ -107,7 +115,7 @@ def behavior_policies(env: str, epsilon: float, *, sigma: float = NOISE_SIGMA) -
         else:
             policies[module] = EpsilonScripted(discrete, int(space.n), epsilon)
     probe.close()
-    return policies
+    return tuple(policies.items())
 
 
 def team_returns(env: str, epsilon: float, num_episodes: int, *, seed: int,
@@ -175,7 +183,7 @@ def make_multi_agent_dataset(name: str, output: str, *, num_steps: int = DEFAULT
       log: a callable given progress lines (None: silent).
     """
     r = recipe(name)
-    spec = r.spec
+    spec, output = r.spec, os.fspath(output)
     if num_steps < 1 or eval_episodes < 1:
         raise UsageError(f"num_steps and eval_episodes must be >= 1, got {num_steps} and "
                          f"{eval_episodes}")
