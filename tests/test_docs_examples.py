@@ -88,7 +88,8 @@ def record(path: str, env: str = "CartPole-v1", episodes: int = 20) -> None:
 
 
 RUN_PAGES = ["concepts/episodes.md", "concepts/connectors.md", "rllib-migration.md",
-             "concepts/architecture.md", "guides/algorithms-zoo.md"]
+             "concepts/architecture.md", "guides/algorithms-zoo.md",
+             "guides/multi-agent-datasets.md"]
 RUN_CHAINS = [["guides/offline-algorithms.md", "guides/export.md#0"]]
 
 
@@ -108,6 +109,16 @@ def test_algorithms_zoo_page(workdir, capsys):
     run_pages(["guides/algorithms-zoo.md"])
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "0.001 0.01" and out[1] == "1.0 exp 10" and out[-1] == "True"
+
+
+def test_multi_agent_datasets_page(workdir, capsys):
+    """A 10-episode simple_spread set made, read back, its logp recomputed."""
+    pytest.importorskip("mpe2")
+    ns = run_pages(["guides/multi-agent-datasets.md"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "10 250 750" and out[-2:] == ["True", "True"]
+    assert ns["meta"]["module_ids"] == ["spread"] and len(ns["episodes"]) == 10
+    assert (workdir / "data" / "spread-eps0.3" / "dataset.json").exists()
 
 
 def test_episodes_then_connectors_pages(workdir):

@@ -21,7 +21,8 @@ This module is what the sets are (it loads no JAX, so `rljax-offline datasets li
 
 Example:
     >>> from rljax_offline.apps.multi_agent_record import make_multi_agent_dataset
-    >>> meta = make_multi_agent_dataset("mpe-simple_spread-heuristic-eps0.1", "/tmp/spread")
+    >>> meta = make_multi_agent_dataset("mpe-simple_spread-heuristic-eps0.1", "/tmp/spread",
+    ...                                 num_steps=250, eval_episodes=10)   # a tiny set
     >>> meta["agent_to_module"]
     {'agent_0': 'spread', 'agent_1': 'spread', 'agent_2': 'spread'}
 """
