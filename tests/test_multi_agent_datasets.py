@@ -17,7 +17,9 @@ from rljax_offline.acting.multi_agent_experts import (
     EpsilonScripted,
     NoisyScripted,
     listener_heuristic,
+    listener_heuristic_continuous,
     speaker_heuristic,
+    speaker_heuristic_continuous,
     spread_aim,
     spread_heuristic,
     spread_heuristic_continuous,
@@ -77,6 +79,10 @@ def test_speaker_names_the_goal_and_listener_follows_the_message():
     obs[1, 8:11] = [0, 1, 0]
     obs[2, 8:11] = [0, 0, 1]                               # obs[3]: no message yet
     np.testing.assert_array_equal(np.asarray(listener_heuristic(obs)), [2, 1, 4, 0])
+    np.testing.assert_array_equal(np.asarray(speaker_heuristic_continuous(colours)), np.eye(3))
+    forces = np.asarray(listener_heuristic_continuous(obs))   # (a2 - a1, a4 - a3)
+    np.testing.assert_allclose(forces[:, [2, 4]] - forces[:, [1, 3]],
+                               [[1, 0], [-1, 0], [0, 1], [0, 0]])
 
 
 def _greedy_mod5(obs):
@@ -130,10 +136,11 @@ def test_noisy_box_policy_logp_is_the_truncated_gaussian_uniform_mixture(eps):
 
 
 def test_recipes_cover_the_ladder_and_refuse_unknown_names():
-    for env in ("simple_spread", "simple_spread_continuous", "simple_speaker_listener"):
+    for env in ("simple_spread", "simple_spread_continuous", "simple_speaker_listener",
+                "simple_speaker_listener_continuous"):
         assert [recipe(f"mpe-{env}-heuristic-eps{e}").epsilon for e in EPSILONS] == list(
             EPSILONS)
-    assert len(RECIPES) == 18
+    assert len(RECIPES) == 24
     with pytest.raises(UsageError, match="mpe-simple_spread-heuristic-eps0.1"):
         recipe("mpe-simple_spread-heuristic-eps0.2")
 
@@ -142,7 +149,8 @@ def test_recipes_cover_the_ladder_and_refuse_unknown_names():
 
 @pytest.mark.parametrize("env,margin", [("simple_spread", 30.0),
                                         ("simple_spread_continuous", 30.0),
-                                        ("simple_speaker_listener", 25.0)])
+                                        ("simple_speaker_listener", 25.0),
+                                        ("simple_speaker_listener_continuous", 25.0)])
 def test_heuristic_beats_random_by_a_wide_margin(env, margin):
     pytest.importorskip("mpe2")
     from rljax_offline.apps.multi_agent_record import team_returns
@@ -151,7 +159,8 @@ def test_heuristic_beats_random_by_a_wide_margin(env, margin):
     random = team_returns(env, 1.0, 24, seed=500)
     assert heuristic.shape == (24,)
     # measured on seeds 1000-1199: spread -27 vs -78, continuous -25 vs -78, speaker-listener
-    # -19 vs -73 (its spread is wide: the listener's start is far from the goal or not)
+    # -19 vs -73, continuous -18 vs -76 (their spread is wide: the listener's start is far
+    # from the goal or not)
     assert heuristic.mean() > random.mean() + margin, (heuristic.mean(), random.mean())
 
 

@@ -14,7 +14,9 @@ push proportionally, `clip(gain * aim, -1, 1)` split into its positive and negat
 `simple_speaker_listener_v4`: the speaker says the goal landmark (the largest channel of the
 goal colour it observes: landmark k's colour is largest in channel k); the listener heads for
 the landmark named by the largest channel of the message it hears (the no-op before it hears
-one), by the same discrete rule.
+one), by the same rule as simple_spread's agents. With continuous actions the speaker's
+message is the goal's one-hot (mpe2 passes the three values through) and the listener pushes
+proportionally; the noise of `NoisyScripted` goes on both.
 
 Behaviour policies, each recording the exact `action_logp` of the action taken:
 
@@ -57,7 +59,9 @@ __all__ = [
     "EpsilonScripted",
     "NoisyScripted",
     "listener_heuristic",
+    "listener_heuristic_continuous",
     "speaker_heuristic",
+    "speaker_heuristic_continuous",
     "spread_aim",
     "spread_heuristic",
     "spread_heuristic_continuous",
@@ -117,6 +121,15 @@ def spread_heuristic(obs: jax.Array) -> jax.Array:
     return _axis_action(spread_aim(obs))
 
 
+def _force_action(aim: jax.Array, gain: float) -> jax.Array:
+    """mpe2's continuous move `[B, 5]` (`a2 - a1` the x force, `a4 - a3` the y force, `a0`
+    unused): `clip(gain * aim, -1, 1)` split into positive and negative parts."""
+    u = jnp.clip(gain * aim, -1.0, 1.0)
+    pos, neg = jnp.maximum(u, 0.0), jnp.maximum(-u, 0.0)
+    return jnp.stack([jnp.zeros_like(u[:, 0]), neg[:, 0], pos[:, 0], neg[:, 1], pos[:, 1]],
+                     axis=1)
+
+
 def spread_heuristic_continuous(obs: jax.Array, gain: float = 4.0) -> jax.Array:
     """The scripted continuous action of each `simple_spread` agent, `[B, 5]` in `[0, 1]`.
 
@@ -124,10 +137,7 @@ def spread_heuristic_continuous(obs: jax.Array, gain: float = 4.0) -> jax.Array:
       obs: agents' observations `[B, 6N]`.
       gain: force per unit of distance to the aim, before clipping to [-1, 1].
     """
-    u = jnp.clip(gain * spread_aim(obs), -1.0, 1.0)
-    pos, neg = jnp.maximum(u, 0.0), jnp.maximum(-u, 0.0)
-    return jnp.stack([jnp.zeros_like(u[:, 0]), neg[:, 0], pos[:, 0], neg[:, 1], pos[:, 1]],
-                     axis=1)
+    return _force_action(spread_aim(obs), gain)
 
 
 @jax.jit
@@ -141,6 +151,17 @@ def speaker_heuristic(obs: jax.Array) -> jax.Array:
     return jnp.argmax(jnp.asarray(obs), axis=1).astype(jnp.int32)
 
 
+def _listener_aim(obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The listener's aim `[B, 2]` at the landmark its message names, and whether it has
+    heard one `[B]`."""
+    obs = jnp.asarray(obs, jnp.float32)
+    message = obs[:, 8:11]
+    goal = jnp.argmax(message, axis=1)
+    landmarks = obs[:, 2:8].reshape(-1, 3, 2)
+    target = jnp.take_along_axis(landmarks, goal[:, None, None], axis=1)[:, 0]
+    return target - BRAKE * obs[:, 0:2], jnp.max(message, axis=1) > 0
+
+
 @jax.jit
 def listener_heuristic(obs: jax.Array) -> jax.Array:
     """The listener of `simple_speaker_listener` heads for the landmark named by the largest
@@ -150,13 +171,29 @@ def listener_heuristic(obs: jax.Array) -> jax.Array:
       obs: listeners' observations `[B, 11]`: velocity (2), 3 landmarks relative (6),
         message (3).
     """
-    obs = jnp.asarray(obs, jnp.float32)
-    message = obs[:, 8:11]
-    goal = jnp.argmax(message, axis=1)
-    landmarks = obs[:, 2:8].reshape(-1, 3, 2)
-    target = jnp.take_along_axis(landmarks, goal[:, None, None], axis=1)[:, 0]
-    act = _axis_action(target - BRAKE * obs[:, 0:2])
-    return jnp.where(jnp.max(message, axis=1) > 0, act, 0).astype(jnp.int32)
+    aim, heard = _listener_aim(obs)
+    return jnp.where(heard, _axis_action(aim), 0).astype(jnp.int32)
+
+
+def speaker_heuristic_continuous(obs: jax.Array) -> jax.Array:
+    """The continuous speaker's message: the one-hot of the goal landmark, `[B, 3]`.
+
+    Args:
+      obs: speakers' observations `[B, 3]` (the goal colour).
+    """
+    return jax.nn.one_hot(speaker_heuristic(obs), 3)
+
+
+def listener_heuristic_continuous(obs: jax.Array, gain: float = 4.0) -> jax.Array:
+    """The continuous listener's force toward the landmark its message names (none before a
+    message), `[B, 5]` in `[0, 1]`.
+
+    Args:
+      obs: listeners' observations `[B, 11]`.
+      gain: force per unit of distance to the aim, before clipping to [-1, 1].
+    """
+    aim, heard = _listener_aim(obs)
+    return _force_action(jnp.where(heard[:, None], aim, 0.0), gain)
 
 
 def _check_probability(name: str, p: float) -> float:

@@ -7,7 +7,9 @@ mpe2's cooperative envs, each with an epsilon ladder of its scripted heuristic
 * `simple_spread_continuous` (the same env with `continuous_actions=True`, Box(0, 1, (5,))):
   the heuristic's action plus truncated Gaussian noise (sigma 0.1), epsilon-uniform;
 * `simple_speaker_listener` (a speaker, Discrete(3) messages, and a listener, Discrete(5)
-  moves; two modules `speaker` and `listener` with different spaces).
+  moves; two modules `speaker` and `listener` with different spaces);
+* `simple_speaker_listener_continuous` (the same with `continuous_actions=True`: the message
+  Box(0, 1, (3,)), the listener's forces Box(0, 1, (5,)); noise as for spread).
 
 Every agent step records the behaviour's exact `action_logp` (see `acting.multi_agent_
 experts`), so off-policy evaluation can weight by it. The team return of an episode is the
@@ -71,6 +73,11 @@ ENVS: dict[str, MultiAgentEnv] = {
         "simple_speaker_listener_v4", (("max_cycles", 25), ("continuous_actions", False)),
         (("speaker_0", "speaker"), ("listener_0", "listener")),
         "a speaker names the goal landmark (Discrete(3)), a listener moves (Discrete(5)); "
+        "two modules"),
+    "simple_speaker_listener_continuous": MultiAgentEnv(
+        "simple_speaker_listener_v4", (("max_cycles", 25), ("continuous_actions", True)),
+        (("speaker_0", "speaker"), ("listener_0", "listener")),
+        "a speaker's message Box(0, 1, (3,)), a listener's forces Box(0, 1, (5,)); "
         "two modules"),
 }
 

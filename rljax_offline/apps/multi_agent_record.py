@@ -31,7 +31,9 @@ from rljax_offline.acting.multi_agent_experts import (
     EpsilonScripted,
     NoisyScripted,
     listener_heuristic,
+    listener_heuristic_continuous,
     speaker_heuristic,
+    speaker_heuristic_continuous,
     spread_heuristic,
     spread_heuristic_continuous,
 )
@@ -53,11 +55,12 @@ from rljax_offline.errors import OutputExistsError, UsageError
 
 __all__ = ["behavior_policies", "env_maker", "make_multi_agent_dataset", "team_returns"]
 
-# the scripted policy of each module: (Discrete one, Box one or None)
+# the scripted policy of each module: (for Discrete actions, for Box actions)
 _SCRIPTED = {
     ("simple_spread_v3", "spread"): (spread_heuristic, spread_heuristic_continuous),
-    ("simple_speaker_listener_v4", "speaker"): (speaker_heuristic, None),
-    ("simple_speaker_listener_v4", "listener"): (listener_heuristic, None),
+    ("simple_speaker_listener_v4", "speaker"): (speaker_heuristic, speaker_heuristic_continuous),
+    ("simple_speaker_listener_v4", "listener"): (listener_heuristic,
+                                                 listener_heuristic_continuous),
 }
 
 
@@ -109,8 +112,6 @@ def _cached_policies(env: str, epsilon: float, sigma: float) -> tuple:
         discrete, box = _SCRIPTED[(spec.module, module)]
         space = probe.action_space(agent)
         if spec.continuous:
-            if box is None:
-                raise UsageError(f"{env}: no continuous heuristic for module {module!r}")
             policies[module] = NoisyScripted(box, space.low, space.high, epsilon, sigma)
         else:
             policies[module] = EpsilonScripted(discrete, int(space.n), epsilon)
