@@ -11,12 +11,12 @@ mpe2's cooperative envs, each with an epsilon ladder of its scripted heuristic
 * `simple_speaker_listener_continuous` (the same with `continuous_actions=True`: the message
   Box(0, 1, (3,)), the listener's forces Box(0, 1, (5,)); noise as for spread).
 
-Every agent step records the behaviour's exact `action_logp` (see `acting.multi_agent_
-experts`), so off-policy evaluation can weight by it. The team return of an episode is the
-sum of every agent's rewards over its 25 steps. `dataset.json` beside the Parquet files holds
-the recipe, the size, the data's team return and two references measured here on the same
-env seeds whatever the data seed (env seeds `REF_SEED ...`): `ref_min_score` (uniform random)
-and `ref_max_score` (the heuristic, epsilon 0), for `normalized_score`.
+Every agent step records the behaviour's exact `action_logp` (see
+`acting.multi_agent_experts`), so off-policy evaluation can weight by it. The team return of
+an episode is the sum of every agent's rewards over its 25 steps. `dataset.json` beside the
+Parquet files holds the recipe, the size, the data's team return and two references measured
+here on the same env seeds whatever the data seed (env seeds `REF_SEED ...`): `ref_min_score`
+(uniform random) and `ref_max_score` (the heuristic, epsilon 0), for `normalized_score`.
 
 This module is what the sets are (it loads no JAX, so `rljax-offline datasets list` is quick);
 `apps.multi_agent_record` makes them.
