@@ -89,7 +89,8 @@ def record(path: str, env: str = "CartPole-v1", episodes: int = 20) -> None:
 
 RUN_PAGES = ["concepts/episodes.md", "concepts/connectors.md", "rllib-migration.md",
              "concepts/architecture.md", "guides/algorithms-zoo.md",
-             "guides/multi-agent-training.md"]
+             "guides/multi-agent-training.md",
+             "guides/multi-agent-datasets.md"]
 RUN_CHAINS = [["guides/offline-algorithms.md", "guides/export.md#0"]]
 
 
@@ -120,6 +121,16 @@ def test_multi_agent_training_page(workdir, capsys):
                                           (DOCS / "guides/multi-agent-training.md").read_text(),
                                           re.S | re.M) for line in block.splitlines()]
     assert capsys.readouterr().out.splitlines() == shown
+
+
+def test_multi_agent_datasets_page(workdir, capsys):
+    """A 10-episode simple_spread set made, read back, its logp recomputed."""
+    pytest.importorskip("mpe2")
+    ns = run_pages(["guides/multi-agent-datasets.md"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "10 250 750" and out[-2:] == ["True", "True"]
+    assert ns["meta"]["module_ids"] == ["spread"] and len(ns["episodes"]) == 10
+    assert (workdir / "data" / "spread-eps0.3" / "dataset.json").exists()
 
 
 def test_episodes_then_connectors_pages(workdir):

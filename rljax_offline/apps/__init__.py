@@ -12,6 +12,7 @@ _LAZY = {
     "TensorBoardLogger": "reporting", "WandbLogger": "reporting", "MultiLogger": "reporting",
     "record_mixed": "recipes",
     "make_dataset": "mujoco_record", "normalized_score": "mujoco_datasets",
+    "make_multi_agent_dataset": "multi_agent_record",
 }
 
 __all__ = sorted(_LAZY)
