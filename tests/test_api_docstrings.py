@@ -19,7 +19,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "scripts"))
 
 import docs_reference  # noqa: E402
 
-CHECKED = ("export", "runtime", "learning", "envs", "models", "apps", "episode")
+CHECKED = ("export", "runtime", "learning", "envs", "models", "apps", "episode",
+           "ope")
 
 
 def documented_names(obj) -> set[str]:

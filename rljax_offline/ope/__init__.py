@@ -27,6 +27,7 @@ _PUBLIC = {
     "DoublyRobust": "rljax_offline.ope.methods",
     "FQEOptions": "rljax_offline.ope.methods",
     "fit_fqe": "rljax_offline.ope.fqe",
+    "FQEFit": "rljax_offline.ope.fqe",
     "TargetPolicy": "rljax_offline.ope.target",
     "split": "rljax_offline.ope.data",
     "discounted_env_value": "rljax_offline.ope.env_value",

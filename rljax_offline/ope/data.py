@@ -36,7 +36,23 @@ def held_out(episode: Episode, share: float, seed: int) -> bool:
 
 def split(episodes: Iterable[Episode], share: float, seed: int
           ) -> tuple[list[Episode], list[Episode]]:
-    """`(train, evaluation)` by `held_out`; a named error when the evaluation share is empty."""
+    """`(train, evaluation)` episodes: about `share` of them held out for evaluation.
+
+    Each episode's side is a hash of `seed` and its id, so the split is the same in every
+    process and run, whatever the order the episodes are read in (`evaluation(ope_split=)`
+    trains on one side and estimates on the other).
+
+    Args:
+      episodes: the episodes to split.
+      share: the fraction to hold out, in [0, 1] (0: all train).
+      seed: changes which episodes are held out.
+
+    Returns:
+      `(train, evaluation)` lists, each in the input order.
+
+    Raises:
+      EmptyEvaluationSplitError: `share > 0` and no episode was held out.
+    """
     train, held = [], []
     for ep in episodes:
         (held if held_out(ep, share, seed) else train).append(ep)

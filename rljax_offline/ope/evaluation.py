@@ -71,8 +71,31 @@ def evaluate_policy(policy: Any, episodes: Sequence[Episode], methods: dict[str,
                     *, gamma: float | None = None, explore: bool = True,
                     num_bootstrap: int = 200, confidence: float = 0.95,
                     seed: int | None = None) -> dict:
-    """`{name: estimates}` of a `TrainedPolicy` on `episodes` (see `ope.run.run`); `gamma`
-    and `seed` default to the policy's config's."""
+    """`{name: estimates}` of a `TrainedPolicy` on `episodes` (see `ope.run.run`).
+
+    The episodes go through the front of the policy's learner pipeline (its observation
+    filters, as in training), so the policy sees what it was trained on.
+
+    Args:
+      policy: the `TrainedPolicy` to evaluate.
+      episodes: the logged episodes.
+      methods: name -> `Method` (`parse_methods`' output).
+      gamma: the discount (default: the policy's config's).
+      explore: evaluate the action distribution (True) or the greedy actions.
+      num_bootstrap: bootstrap resamples for the interval on `v_target`.
+      confidence: the interval's confidence level.
+      seed: the bootstrap's and FQE's seed (default: the policy's config's).
+
+    Returns:
+      `{method name: estimates}` (`ope.estimators.summarize`).
+
+    Raises:
+      EmptyEvaluationSplitError: no episodes.
+      MissingActionLogpError: an importance-sampling method on episodes without the
+        behaviour's `action_logp`.
+      ActionSpaceMismatchError: the data's actions are not of the policy's action space.
+      OPEError: importance weights asked of a deterministic Box target (no density).
+    """
     if not episodes:
         raise EmptyEvaluationSplitError("no episodes to evaluate on")
     target = policy_target(policy, explore)

@@ -147,11 +147,18 @@ def segments(num_updates: int, period: int, chunk: int = 1000) -> tuple[list[int
 
 
 class FQEFit(NamedTuple):
-    """A fitted Q: `q_sa(obs, actions) -> [K, N]`, `v(obs, pi) -> [K, N]` (host arrays, one
-    row per bootstrap head); `q_sa_prev`, `v_prev`: the same of the iterate
-    `metrics["fqe_backups_compared"]` backups (target copies) earlier, for the convergence
-    bound (`convergence_bound`); and the fit's figures (`fqe_updates_per_s` leaves out the
-    first scan call, which compiles; nan when there is no other)."""
+    """A fitted Q, as host functions with one row per bootstrap head.
+
+    Attributes:
+      q_sa: `q_sa(obs, actions) -> [K, N]`, each head's Q of the logged actions.
+      v: `v(obs, pi) -> [K, N]`, each head's value under the target policy (`pi`: its
+        probabilities, or its sampled actions for Box spaces).
+      metrics: the fit's figures (`fqe_updates_per_s` leaves out the first scan call,
+        which compiles; nan when there is no other).
+      q_sa_prev: `q_sa` of the iterate `metrics["fqe_backups_compared"]` backups (target
+        copies) earlier, for `convergence_bound`.
+      v_prev: `v` of that earlier iterate.
+    """
 
     q_sa: object
     v: object
@@ -173,9 +180,23 @@ def convergence_bound(change: np.ndarray, gamma: float, backups: float) -> np.nd
 
 def fit_fqe(columns: dict, obs_spec, act_spec, gamma: float,
             options: FQEOptions | None = None, episode_lengths=None) -> FQEFit:
-    """Fits FQE on `columns` (host arrays, `fqe_columns` but `boot_w`) with `DataParallel`;
-    the batch size is rounded up to a multiple of the device count. The bootstrap resamples
-    whole episodes (`episode_lengths`, rows in episode order), or rows when None."""
+    """Fits FQE on `columns` with `DataParallel` (see the module docstring).
+
+    The batch size is rounded up to a multiple of the device count.
+
+    Args:
+      columns: host arrays, the `fqe_columns` of the action space (all but `boot_w`,
+        which is made here unless given).
+      obs_spec: the observation space's spec (the Q network's input).
+      act_spec: the action space's spec.
+      gamma: the discount.
+      options: FQE's settings (default `FQEOptions()`).
+      episode_lengths: the episodes' lengths, rows in episode order: the bootstrap
+        resamples whole episodes; None resamples rows.
+
+    Returns:
+      The fitted Q functions, their earlier iterate and the fit's metrics (`FQEFit`).
+    """
     options = options or FQEOptions()
     if "boot_w" not in columns:
         n_rows = len(columns["rewards"])

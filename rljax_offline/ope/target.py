@@ -48,7 +48,18 @@ def _chunked(fn: Callable, *arrays) -> np.ndarray:
 
 
 class TargetPolicy(NamedTuple):
-    """The target policy (see the module docstring). `act_spec`: its action space."""
+    """The target policy (see the module docstring); made by `from_acting` or
+    `from_function`.
+
+    Attributes:
+      act_spec: its action space's spec.
+      deterministic: it always picks one action (greedy acting, a deterministic actor).
+      logp: `logp(obs, actions) -> [N]`, the log-probability (or log-density in the env's
+        units) of the recorded actions.
+      probs: `probs(obs) -> [N, n]` every action's probability (Discrete actions; else None).
+      samples: `samples(obs, m, seed) -> [N, m, ...]` actions drawn and clipped to the
+        bounds (Box actions; else None).
+    """
 
     act_spec: Any
     deterministic: bool
