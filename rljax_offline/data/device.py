@@ -46,6 +46,13 @@ class DeviceData:
 
     `episode_starts` / `episode_lengths` (replicated, `[E]`): each episode's first valid row
     and its length, for episode sampling (empty when unknown).
+
+    Attributes:
+      columns: column name -> the rows, sharded on axis 0 over the devices.
+      episode_starts: `[E]` each episode's first valid row.
+      episode_lengths: `[E]` each episode's length.
+      block_counts: the real rows of each process's block.
+      block_rows: the rows of every block, padding included.
     """
 
     columns: dict

@@ -54,6 +54,18 @@ def resolve_files(input_: Any, *, filesystem: Any = None,
     URI, or a list of these) as sorted `(filesystem, path)` pairs.
 
     Temp files of unfinished writes (hidden names) are never listed.
+
+    Args:
+      input_: a path, folder, glob or URI (`s3://`, `gs://`, ...), or a list of them.
+      filesystem: a `pyarrow.fs.FileSystem`, or a name (`"s3"`, `"gcs"`); default: inferred
+        from each URI (local paths: the local filesystem).
+      filesystem_kwargs: keyword arguments that build `filesystem` from its name.
+
+    Returns:
+      `(filesystem, path)` pairs, sorted by path.
+
+    Raises:
+      OfflineDataError: a path that does not exist or holds no Parquet file.
     """
     items: Sequence = [input_] if isinstance(input_, (str, os.PathLike)) else list(input_ or [])
     if not items:

@@ -68,7 +68,14 @@ def _data_path(source: str) -> str:
 
 
 def load_minari_dataset(source: str):
-    """The `minari.MinariDataset` behind `"minari:DATASET_ID"`, an id, or a dataset path."""
+    """The `minari.MinariDataset` behind `"minari:DATASET_ID"`, an id, or a dataset path.
+
+    Args:
+      source: `"minari:DATASET_ID"`, a dataset id, or a path to a dataset folder.
+
+    Returns:
+      The `minari.MinariDataset`.
+    """
     minari = _minari()
     path = _data_path(source)
     try:
@@ -196,8 +203,23 @@ def write_minari(episodes: Iterable[Episode], dataset_id: str, *, env: Any = Non
     episodes, else from `env` (an id or a gymnasium env; it is also recorded as the dataset's
     env spec, so `dataset.recover_environment()` works).
 
+    Args:
+      episodes: the episodes to write (single-agent).
+      dataset_id: the Minari id (`namespace/name-v0`).
+      env: the env id or instance: spaces when none are given, and the recorded env spec.
+      observation_space: the dataset's observation space.
+      action_space: the dataset's action space.
+      data_format: Minari's storage format (`"arrow"` or `"hdf5"`).
+      algorithm_name: recorded in the dataset's metadata.
+      author: recorded in the dataset's metadata.
+      description: recorded in the dataset's metadata.
+
     Returns:
-      the `minari.MinariDataset`.
+      The `minari.MinariDataset`.
+
+    Raises:
+      TypeError: an item that is no `Episode`.
+      ValueError: no spaces given and none found in the episodes or the env.
     """
     minari = _minari()
     dataset_id = dataset_id[len(PREFIX):] if is_minari_input(dataset_id) else dataset_id

@@ -52,7 +52,19 @@ def agent_rows_table(ep: MultiAgentEpisode, agent_id, agent_index: int) -> pa.Ta
 def write_multi_agent_tabular(episodes: Iterable[MultiAgentEpisode], path: str, *,
                               filesystem=None) -> list[str]:
     """Writes `<path>/<module_id>/ma_tabular_<run id>.parquet`, one atomic file per module;
-    returns the files."""
+    returns the files.
+
+    Each module's rows are RLlib's single-agent tabular rows plus `agent_id`, so a module's
+    file trains that module with the single-agent readers.
+
+    Args:
+      episodes: the multi-agent episodes.
+      path: the output folder.
+      filesystem: a `pyarrow.fs.FileSystem` (default: inferred from `path`).
+
+    Returns:
+      The files written.
+    """
     fs, root = _filesystem(path, filesystem, None)
     by_module: dict = {}
     first: dict = {}
