@@ -20,7 +20,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "scripts"))
 import docs_reference  # noqa: E402
 
 CHECKED = ("export", "runtime", "learning", "envs", "models", "apps", "episode",
-           "ope", "data")
+           "ope", "data", "connectors")
 
 
 def documented_names(obj) -> set[str]:

@@ -48,7 +48,15 @@ def latest(tree, episodes, offset: int = 0):
 
 def add_observations(as_learner_connector: bool = False) -> Connector:
     """`obs` (RLlib's `AddObservationsFromEpisodesToBatch`): the latest observation of each
-    episode, or (learner) every observation that has an action, zero on padding rows."""
+    episode, or (learner) every observation that has an action, zero on padding rows.
+
+    Args:
+      as_learner_connector: every observation that has an action (learner pipeline, flat
+        `[B * T, ...]` rows) instead of each episode's latest one (env-to-module).
+
+    Returns:
+      The stateless piece.
+    """
 
     def apply(episodes, batch, ctx):
         if as_learner_connector:
@@ -76,6 +84,14 @@ def add_time_dim(max_seq_len: int, as_learner_connector: bool = True) -> Connect
     `seq_lens` `[B * K]` (0 for all-padding sequences, whose `loss_mask` is all False).
     Env-to-module: every `[B, ...]` column but `state_in` (one state per sequence, as in
     RLlib) gets a time axis of 1 and `seq_lens` is all ones.
+
+    Args:
+      max_seq_len: steps per sequence (RLlib's `max_seq_len`).
+      as_learner_connector: split episodes into sequences (learner) rather than add a time
+        axis of 1 (env-to-module).
+
+    Returns:
+      The stateless piece.
     """
     if max_seq_len < 1:
         raise ValueError(f"max_seq_len must be >= 1, got {max_seq_len}")
@@ -130,6 +146,17 @@ def add_states(max_seq_len: int | None = None, as_learner_connector: bool = True
     recurrent modules learn from any offline data, each sequence starting from the initial
     state (R2D2's "zero state"). With no `initial_state` given, the initial state is zeros
     shaped like the recorded `state_out`.
+
+    Args:
+      max_seq_len: steps per sequence (learner; each sequence gets one `state_in`).
+      as_learner_connector: one state per sequence (learner) instead of one per episode
+        (env-to-module).
+      key: the extra model output that holds the recorded state.
+      initial_state: the module's initial state, a pytree of per-episode arrays (default:
+        zeros shaped like the recorded state).
+
+    Returns:
+      The stateless piece.
     """
     if as_learner_connector and max_seq_len is None:
         raise ValueError("add_states as a learner connector needs max_seq_len")
@@ -202,6 +229,13 @@ def frame_stack(num_frames: int) -> Connector:
     It rewrites every observation column of the episodes, so the same piece serves both
     pipelines: the env-to-module one then reads the latest stacked observation, the learner
     one every step's.
+
+    Args:
+      num_frames: observations stacked (1 leaves them unchanged); the piece's `lookback` is
+        `num_frames - 1`.
+
+    Returns:
+      The stateless piece, whose `out_spaces` widens the observation space's last axis.
     """
     if num_frames < 1:
         raise ValueError(f"num_frames must be >= 1, got {num_frames}")
