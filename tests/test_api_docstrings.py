@@ -20,7 +20,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "scripts"))
 import docs_reference  # noqa: E402
 
 CHECKED = ("export", "runtime", "learning", "envs", "models", "apps", "episode",
-           "ope", "data", "connectors")
+           "ope", "data", "connectors",
+           "acting")
 
 
 def documented_names(obj) -> set[str]:

@@ -26,7 +26,13 @@ def env_folder(env: Any) -> str:
 
 class EpisodeOutput:
     """One env-runner group's recording (see the module docstring); built from a config's
-    `output*` options. `prefix` names its files (`sampled`, `evaluation`)."""
+    `output*` options. `prefix` names its files (`sampled`, `evaluation`).
+
+    Args:
+      config: the algorithm config (its `output`, `output_max_rows_per_file`, ... options).
+      prefix: the file names' prefix.
+      runner_index: the runner index in RLlib's run-folder names.
+    """
 
     def __init__(self, config: Any, prefix: str, runner_index: int = 1):
         self._config, self._prefix, self._index = config, prefix, runner_index

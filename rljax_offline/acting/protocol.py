@@ -52,7 +52,11 @@ def num_rows(obs: Any) -> int:
 
 class CallableActor:
     """A plain callable `obs [N, ...] -> actions` (or `-> (actions, extras)`), e.g. a scripted
-    expert, as an actor: it sees the latest observations only."""
+    expert, as an actor: it sees the latest observations only.
+
+    Args:
+      fn: the callable, `obs [N, ...] -> actions` or `-> (actions, extras)`.
+    """
 
     def __init__(self, fn: Callable):
         self.fn = fn
@@ -80,7 +84,14 @@ class CallableActor:
 
 def as_actor(policy: Any) -> ActorProtocol:
     """`policy` as an actor: an object of the protocol as it is, a plain callable wrapped in
-    `CallableActor`."""
+    `CallableActor`.
+
+    Args:
+      policy: an actor (`reset`, `select`, `observe`, ...) or a plain callable.
+
+    Returns:
+      The actor.
+    """
     if all(callable(getattr(policy, m, None)) for m in _METHODS):
         return policy
     if callable(policy):
