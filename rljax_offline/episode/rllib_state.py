@@ -183,5 +183,6 @@ def _thawed(x: Any) -> Any:
 
 @functools.lru_cache(maxsize=64)
 def _cached_spec(key: Any) -> sp.SpaceSpec:
-    """Space dict -> spec, decoded once per distinct dict (decoding Box bounds costs ~0.1 ms)."""
+    """Space dict -> spec, decoded once per distinct dict rather than once per episode row
+    (what decoding Box bounds costs is on the benchmarks page)."""
     return sp.to_spec(sp.space_from_dict(_thawed(key)))
