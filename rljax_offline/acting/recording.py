@@ -28,7 +28,7 @@ def check_policy_spaces(policy_spaces: Any, observation_space: gym.Space,
       checkpoint: the checkpoint's path, named by the error.
 
     Raises:
-      PolicyMismatchError: the spaces differ.
+      PolicyMismatchError: the policy cannot act in an env with these spaces.
     """
     env_spaces = Spaces.of(observation_space, action_space)
     for what in ("observation", "action"):

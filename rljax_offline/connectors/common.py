@@ -231,11 +231,13 @@ def frame_stack(num_frames: int) -> Connector:
     one every step's.
 
     Args:
-      num_frames: observations stacked (1 leaves them unchanged); the piece's `lookback` is
-        `num_frames - 1`.
+      num_frames: observations stacked, >= 1; the piece's `lookback` is `num_frames - 1`.
 
     Returns:
       The stateless piece, whose `out_spaces` widens the observation space's last axis.
+
+    Raises:
+      ValueError: `num_frames < 1`.
     """
     if num_frames < 1:
         raise ValueError(f"num_frames must be >= 1, got {num_frames}")

@@ -54,8 +54,8 @@ def write_multi_agent_tabular(episodes: Iterable[MultiAgentEpisode], path: str, 
     """Writes `<path>/<module_id>/ma_tabular_<run id>.parquet`, one atomic file per module;
     returns the files.
 
-    Each module's rows are RLlib's single-agent tabular rows plus `agent_id`, so a module's
-    file trains that module with the single-agent readers.
+    Each module's folder is a plain tabular data set (see the module docstring): the
+    single-agent tabular readers read it, one episode per agent.
 
     Args:
       episodes: the multi-agent episodes.

@@ -147,7 +147,8 @@ def read_sample_batch_json(path: str, *, on_bad_file: str = "raise",
       skipped: a list (e.g. a `SkipReport`) that collects `(file, reason)` of skipped files.
 
     Yields:
-      Episodes, grouped by `eps_id` within each batch line.
+      Episodes: each batch line's rows split where `eps_id` changes (per agent in a
+      multi-agent batch).
 
     Raises:
       OfflineDataError: a line that is no batch, or a bad column (with `on_bad_file="raise"`;

@@ -82,7 +82,7 @@ class Episode(EpisodeAccess, FrozenPytree):
       infos: one info dict per observation (default: empty dicts); host data, not jit data.
       extra_model_outputs: column name -> one value per action (e.g. `action_logp`).
       terminated: the episode ended in a terminal state (no bootstrapping past it).
-      truncated: the episode was cut (time limit, chunking) and may be bootstrapped.
+      truncated: the episode was cut short (a time limit) and may be bootstrapped.
       id_: the episode id, shared by all its chunks (a new uuid by default).
       agent_id: the agent this episode belongs to in a multi-agent episode.
       module_id: the module (policy) that acted, RLlib's `module_id`.

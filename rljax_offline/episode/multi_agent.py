@@ -50,7 +50,8 @@ class MultiAgentEpisode(MultiAgentAccess):
       env_t_started: the env step this chunk starts at.
       env_t: the env step this chunk ends at.
       is_terminated: the episode ended because every agent terminated.
-      is_truncated: the episode was cut (time limit, chunking, all agents done otherwise).
+      is_truncated: the episode was cut short (a time limit, or all agents done without all
+        of them terminated).
       hanging_actions_end: agent id -> an action still waiting for its next observation.
       hanging_extra_model_outputs_end: agent id -> the model outputs of that action.
       hanging_rewards_end: agent id -> reward received since the agent's last observation.
