@@ -29,6 +29,10 @@ _PUBLIC = {
     "fit_fqe": "rljax_offline.ope.fqe",
     "FQEFit": "rljax_offline.ope.fqe",
     "TargetPolicy": "rljax_offline.ope.target",
+    "from_acting": "rljax_offline.ope.target",
+    "from_function": "rljax_offline.ope.target",
+    "Method": "rljax_offline.ope.methods",
+    "convergence_bound": "rljax_offline.ope.fqe",
     "split": "rljax_offline.ope.data",
     "discounted_env_value": "rljax_offline.ope.env_value",
 }

@@ -34,7 +34,12 @@ COLUMNS = ("obs", "actions", "rewards", "new_obs", "terminateds")
 
 
 def policy_target(policy: Any, explore: bool = True) -> TargetPolicy:
-    """The target of a `TrainedPolicy`: its acting distribution (greedy unless `explore`)."""
+    """The target of a `TrainedPolicy`: its acting distribution (greedy unless `explore`).
+
+    Args:
+      policy: the `TrainedPolicy`.
+      explore: its distribution (True) or its greedy actions.
+    """
     acting = policy.acting
     if acting is None or acting.is_stateful:
         raise OPEError(f"off-policy evaluation needs a feed-forward acting policy; "
@@ -52,7 +57,12 @@ def _jitted(rows: Connector) -> Any:
 
 def policy_columns(policy: Any, episodes: Sequence[Episode]) -> tuple[dict, list[int], Any]:
     """The OPE columns of `episodes` (see the module docstring), rows in episode order
-    (by length), each episode's length, and the observation spec FQE's network reads."""
+    (by length), each episode's length, and the observation spec FQE's network reads.
+
+    Args:
+      policy: the `TrainedPolicy` (its pipelines make the columns).
+      episodes: the logged episodes.
+    """
     if not episodes:
         raise EmptyEvaluationSplitError("no episodes to evaluate on")
     wanted = COLUMNS + ((LOGP,) if has_logp(episodes) else ())

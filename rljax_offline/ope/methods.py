@@ -94,7 +94,13 @@ NEEDS_Q = frozenset({"dm", "dr"})
 
 class Method(NamedTuple):
     """One estimator to run: its kind (`is`, `wis`, `pdis`, `wpdis`, `dm`, `dr`), DR's
-    weighting and the FQE settings (dm and dr)."""
+    weighting and the FQE settings (dm and dr).
+
+    Attributes:
+      kind: `is`, `wis`, `pdis`, `wpdis`, `dm` or `dr`.
+      weighted: DR's weighting (the weighted per-decision DR when True).
+      fqe: the FQE settings (used by `dm` and `dr`).
+    """
 
     kind: str
     weighted: bool = True
@@ -124,7 +130,11 @@ def _type_of(name: str, entry: dict) -> tuple[str, dict]:
 
 def as_data(methods: dict | None) -> dict | None:
     """The methods with class types as their names (RLlib's names mean the same as strings),
-    so a config holding them saves to JSON and restores from a checkpoint."""
+    so a config holding them saves to JSON and restores from a checkpoint.
+
+    Args:
+      methods: `off_policy_estimation_methods` as the user gave it (or None).
+    """
     if not isinstance(methods, dict):
         return methods
     return {name: ({**entry, "type": entry["type"].__name__}
