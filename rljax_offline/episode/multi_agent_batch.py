@@ -20,7 +20,11 @@ from rljax_offline.errors import MultiAgentEpisodeError
 
 
 def agent_episodes_by_module(episodes: Iterable[MultiAgentEpisode]) -> dict:
-    """`{module_id: [Episode, ...]}` over all agents of all episodes, in order."""
+    """`{module_id: [Episode, ...]}` over all agents of all episodes, in order.
+
+    Args:
+      episodes: the multi-agent episodes.
+    """
     out: dict = {}
     for ma in episodes:
         if not isinstance(ma, MultiAgentEpisode):
@@ -71,7 +75,11 @@ def module_batches(episodes: Iterable[MultiAgentEpisode], *, bucket: str | None 
 
 
 def agent_sample_batch(ep: Episode) -> dict:
-    """RLlib's `SingleAgentEpisode.get_sample_batch()` columns of one agent episode."""
+    """RLlib's `SingleAgentEpisode.get_sample_batch()` columns of one agent episode.
+
+    Args:
+      ep: one agent's `Episode`.
+    """
     n = len(ep)
     obs = np.asarray(ep.get_observations(slice(0, n)))
     new_obs = np.asarray(ep.get_observations(slice(1, n + 1)))
