@@ -35,7 +35,11 @@ PREFIX = "minari:"
 
 
 def is_minari_input(input_: Any) -> bool:
-    """True for `"minari:DATASET_ID"` (or `"minari:/path/to/dataset"`) inputs."""
+    """True for `"minari:DATASET_ID"` (or `"minari:/path/to/dataset"`) inputs.
+
+    Args:
+      input_: any reader input.
+    """
     return isinstance(input_, str) and input_.startswith(PREFIX)
 
 
@@ -85,7 +89,11 @@ def load_minari_dataset(source: str):
 
 
 def minari_spaces(source: str) -> tuple[gym.Space, gym.Space]:
-    """`(observation_space, action_space)` of a Minari dataset."""
+    """`(observation_space, action_space)` of a Minari dataset.
+
+    Args:
+      source: `"minari:DATASET_ID"`, a dataset id, or a path to a dataset folder.
+    """
     ds = load_minari_dataset(source)
     return ds.observation_space, ds.action_space
 
@@ -244,7 +252,11 @@ def write_minari(episodes: Iterable[Episode], dataset_id: str, *, env: Any = Non
 
 def minari_summary(source: str) -> dict:
     """What `rljax-offline inspect` prints for a Minari dataset: counts, return and length
-    statistics, spaces and the recorded env."""
+    statistics, spaces and the recorded env.
+
+    Args:
+      source: `"minari:DATASET_ID"`, a dataset id, or a path to a dataset folder.
+    """
     ds = load_minari_dataset(source)
     returns, lengths, done = [], [], 0
     outside: dict = {}

@@ -33,7 +33,13 @@ from rljax_offline.errors import OfflineDataError
 
 
 def agent_rows_table(ep: MultiAgentEpisode, agent_id, agent_index: int) -> pa.Table:
-    """One agent's steps as tabular rows with `agent_index` and `env_t`."""
+    """One agent's steps as tabular rows with `agent_index` and `env_t`.
+
+    Args:
+      ep: the multi-agent episode.
+      agent_id: the agent.
+      agent_index: its position among the episode's agents, sorted.
+    """
     sa = with_rllib_action_dtype(ep.agent_episodes[agent_id])
     n = len(sa)
     table = episodes_to_table([sa])

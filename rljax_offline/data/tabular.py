@@ -353,7 +353,16 @@ def iter_tabular_episodes(files, *, input_read_schema: dict | None = None,
                           on_bad_file: str = "raise", skipped: list | None = None,
                           observation_space: Any = None, action_space: Any = None
                           ) -> Iterator[Episode]:
-    """Episodes from tabular files, rows grouped by `eps_id` in time order across files."""
+    """Episodes from tabular files, rows grouped by `eps_id` in time order across files.
+
+    Args:
+      files: `(filesystem, path)` pairs, in order.
+      input_read_schema: our column name -> the files'.
+      on_bad_file: `"raise"` or `"skip"` an unreadable file.
+      skipped: collects `(file, reason)` of skipped files (and dropped episodes).
+      observation_space: the space observations are checked against.
+      action_space: the space actions are checked against.
+    """
 
     asm = _Assembler(observation_space, action_space)
     for fs, path in files:

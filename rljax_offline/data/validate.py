@@ -141,6 +141,11 @@ def actions_outside_bounds(actions: Any, spec: Any, path: str = "actions") -> di
 
     A step counts once when any of its dimensions lies outside `[low, high]`; the distance is
     how far the farthest dimension lies beyond its bound (0.0 when none does).
+
+    Args:
+      actions: the episode's actions (a pytree for Dict/Tuple spaces).
+      spec: the action space's spec.
+      path: the column name of the top level.
     """
     spec = sp.to_spec(spec)
     if isinstance(spec, sp.DictSpec):

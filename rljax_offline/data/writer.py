@@ -52,6 +52,13 @@ def new_run_id() -> str:
 
 
 def file_metadata(layout: str, episode: Episode | None) -> dict[bytes, bytes]:
+    """The Parquet key-value metadata of a file we write: format version, layout and the
+    spaces of `episode` where it carries them.
+
+    Args:
+      layout: the file's layout name.
+      episode: an episode whose spaces are recorded (None: none).
+    """
     meta = {"format_version": FORMAT_VERSION, "layout": layout}
     if episode is not None:
         for name, spec in (("observation_space", episode.observation_space_spec),
@@ -63,7 +70,11 @@ def file_metadata(layout: str, episode: Episode | None) -> dict[bytes, bytes]:
 
 def with_rllib_action_dtype(episode: Episode) -> Episode:
     """Discrete actions as int32, the dtype RLlib records them with (numpy scalars or arrays
-    in episode rows, an int32 column in tabular rows); other actions unchanged."""
+    in episode rows, an int32 column in tabular rows); other actions unchanged.
+
+    Args:
+      episode: the episode.
+    """
     actions, spec = episode.actions, episode.action_space_spec
     discrete = isinstance(spec, sp.DiscreteSpec) or (
         spec is None and isinstance(actions, np.ndarray) and actions.ndim == 1)
