@@ -321,7 +321,11 @@ def make_actor(policy, spaces: Spaces, env_to_module: Connector | None = None,
 
 def host_key(seed: int):
     """`jax.random.PRNGKey(seed)` built on the host where that is exact (the default threefry
-    key of a seed in [0, 2**31) is `[0, seed]`), so making it compiles no device program."""
+    key of a seed in [0, 2**31) is `[0, seed]`), so making it compiles no device program.
+
+    Args:
+      seed: the seed.
+    """
     if (jax.config.jax_default_prng_impl == "threefry2x32"
             and not jax.config.jax_enable_custom_prng and 0 <= int(seed) < 2**31):
         return np.array([0, int(seed)], np.uint32)

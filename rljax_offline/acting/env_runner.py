@@ -64,7 +64,12 @@ def stream_seed(seed: int, *stream: int) -> int:
     """The reset seed of one stream of episodes of a run seeded `seed` (an evaluation, the
     sampler), drawn from `(seed, *stream)`. A vector env seeds its envs `s, s + 1, ...`, so a
     seed like `seed + 1_000 * iteration` gives runs of neighbouring seeds mostly the same
-    start states: their evaluations then share one draw of them, and its bias."""
+    start states: their evaluations then share one draw of them, and its bias.
+
+    Args:
+      seed: the run's seed.
+      *stream: the stream's ids (e.g. evaluation, iteration).
+    """
     return int(np.random.SeedSequence([seed, *stream]).generate_state(1)[0] >> 1)
 
 
@@ -294,6 +299,15 @@ def _row(tree, i: int):
 
 
 def episode_stats(episodes: list[Episode]) -> dict:
+    """RLlib's evaluation metrics of finished episodes: return mean, min and max, mean length,
+    their count and every return.
+
+    Args:
+      episodes: the finished episodes.
+
+    Raises:
+      ValueError: no episodes.
+    """
     returns = np.array([ep.get_return() for ep in episodes], float)
     lengths = np.array([len(ep) for ep in episodes], float)
     if not len(returns):

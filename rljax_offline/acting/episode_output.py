@@ -20,7 +20,11 @@ from rljax_offline.episode.episode import Episode
 
 
 def env_folder(env: Any) -> str:
-    """RLlib's folder name of an env: a gymnasium id, or a factory's or class's name."""
+    """RLlib's folder name of an env: a gymnasium id, or a factory's or class's name.
+
+    Args:
+      env: a gymnasium id, a factory or a class.
+    """
     return env if isinstance(env, str) else getattr(env, "__name__", type(env).__name__)
 
 

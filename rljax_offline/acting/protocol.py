@@ -46,7 +46,11 @@ class ActorProtocol(Protocol):
 
 
 def num_rows(obs: Any) -> int:
-    """The batch size `N` of observations `[N, ...]` (a dict or tuple of them too)."""
+    """The batch size `N` of observations `[N, ...]` (a dict or tuple of them too).
+
+    Args:
+      obs: the observations.
+    """
     return int(np.shape(jax.tree_util.tree_leaves(obs)[0])[0])
 
 

@@ -142,6 +142,11 @@ def _factory_name(fn: Callable) -> str:
 
 
 def piece_name(piece: Connector) -> str:
+    """The piece's name in `named_states`: its `name`, "pipeline", or its factory's name.
+
+    Args:
+      piece: the piece or pipeline.
+    """
     return piece.name or ("pipeline" if piece.pieces else _factory_name(piece.apply))
 
 

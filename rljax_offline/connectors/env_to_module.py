@@ -63,7 +63,11 @@ def _flat_box(spec) -> sp.BoxSpec:
 
 def needs_flattening(spec) -> bool:
     """True unless the observations are flat Box vectors or images (rank-3 Box, which the
-    model's CNN reads as they are, as RLlib's catalog picks a CNN for them)."""
+    model's CNN reads as they are, as RLlib's catalog picks a CNN for them).
+
+    Args:
+      spec: the observation space's spec.
+    """
     return not (isinstance(spec, sp.BoxSpec) and len(spec.shape) in (1, 3))
 
 
@@ -243,6 +247,11 @@ def default_env_to_module(spaces: Spaces, *custom: Connector,
 
 
 def obs_defaults(spaces: Spaces, custom) -> list[Connector]:
-    """`[flatten_observations()]` when the observations after `custom` are not flat vectors."""
+    """`[flatten_observations()]` when the observations after `custom` are not flat vectors.
+
+    Args:
+      spaces: the env's spaces.
+      custom: the user's pieces (their `out_spaces` apply first).
+    """
     obs = pipeline(*custom).out_spaces(spaces).observation
     return [flatten_observations()] if obs is not None and needs_flattening(obs) else []

@@ -50,13 +50,23 @@ class RunningStats(NamedTuple):
 
 
 def init_stats(shape) -> RunningStats:
+    """Empty float32 statistics of observations of `shape` (count 0).
+
+    Args:
+      shape: one observation's shape.
+    """
     return RunningStats(jnp.zeros((), jnp.float32), jnp.zeros(shape, jnp.float32),
                         jnp.zeros(shape, jnp.float32))
 
 
 def merge_stats(a: RunningStats, b: RunningStats) -> RunningStats:
     """The statistics of `a`'s data followed by `b`'s (Chan et al.); broadcasts over leading
-    axes, so it is the combine function of an associative scan."""
+    axes, so it is the combine function of an associative scan.
+
+    Args:
+      a: the statistics of the earlier data.
+      b: the statistics of the later data.
+    """
     total = a.count + b.count
     frac = expand(b.count / jnp.maximum(total, 1.0), a.mean)
     delta = b.mean - a.mean
@@ -143,7 +153,14 @@ def _reduce_stats(stats: RunningStats) -> RunningStats:
 
 
 def normalize(stats: RunningStats, x, clip: float | None = 10.0, eps: float = 1e-6):
-    """RLlib's `MeanStdFilter`: `(x - mean) / (std + 1e-6)`, clipped to `[-clip, clip]`."""
+    """RLlib's `MeanStdFilter`: `(x - mean) / (std + 1e-6)`, clipped to `[-clip, clip]`.
+
+    Args:
+      stats: the statistics.
+      x: the observations.
+      clip: the bound of the normalized values (None: not clipped).
+      eps: added to the std.
+    """
     out = (x - stats.mean) / (stats.std + eps)
     out = out if clip is None else jnp.clip(out, -clip, clip)
     return out.astype(x.dtype) if jnp.issubdtype(x.dtype, jnp.floating) else out
