@@ -32,7 +32,15 @@ def _where(file: str | None, row: int | None, column: str | None, line: int | No
 class OfflineDataError(RljaxError, ValueError):
     """Bad offline data: missing or corrupt file, wrong schema, unsafe or malformed payload,
     values outside the spaces. Names the file, row (or line, for JSON lines) and column at
-    fault where known."""
+    fault where known.
+
+    Args:
+      message: what is wrong and what was expected (kept as `reason`).
+      file: the file at fault.
+      row: the row in that file.
+      column: the column.
+      line: the line, for JSON-lines input.
+    """
 
     def __init__(self, message: str, *, file: str | None = None, row: int | None = None,
                  column: str | None = None, line: int | None = None):
@@ -61,7 +69,13 @@ class CheckpointError(RljaxError, ValueError):
 
 
 class TrainingDivergedError(RljaxError, FloatingPointError):
-    """A training iteration produced a non-finite metric (NaN or inf loss)."""
+    """A training iteration produced a non-finite metric (NaN or inf loss).
+
+    Args:
+      iteration: the training iteration whose metrics were not finite.
+      metric: the first non-finite metric's name.
+      value: its value.
+    """
 
     def __init__(self, iteration: int, metric: str, value: float):
         super().__init__(f"training diverged at iteration {iteration}: metric {metric!r} is "

@@ -19,7 +19,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "scripts"))
 
 import docs_reference  # noqa: E402
 
-CHECKED = ("export", "runtime", "learning", "envs", "models", "apps")
+CHECKED = ("export", "runtime", "learning", "envs", "models", "apps", "episode",
+           "ope", "data", "connectors",
+           "acting")
 
 
 def documented_names(obj) -> set[str]:
@@ -44,7 +46,7 @@ def parameters(obj) -> list[str]:
             flax_module = any(c.__module__.startswith("flax.") for c in obj.__mro__[1:])
             return [f.name for f in dataclasses.fields(obj) if f.init
                     and not (flax_module and f.name in ("parent", "name"))]
-        if hasattr(obj, "_fields"):  # NamedTuple
+        if isinstance(getattr(obj, "_fields", None), tuple):  # NamedTuple
             return list(obj._fields)
         target = obj.__init__ if "__init__" in vars(obj) else None
         if target is None:

@@ -48,25 +48,52 @@ RECORDED_OUTPUTS = ("action_logp", "action_dist_inputs")
 
 
 class ActorState(NamedTuple):
-    observations: Any      # [N, K + 1, ...] pytree: the window, the current observation last
-    actions: Any           # [N, K, ...] (None when K == 0, as the next two)
-    rewards: jax.Array     # [N, K]
-    state_outs: Any        # [N, K, ...] pytree (recurrent policies), else ()
-    lookback_lengths: jax.Array  # [N]: real steps in the window (<= K)
-    t: jax.Array           # [N]: steps since each env's reset
-    chosen: Any            # (actions [N, ...], state_out or ()): what select_action chose
-    rng: jax.Array | None  # exploring actors only
+    """The device-side state of `N` envs' actor: a window of the last `K` steps per env.
+
+    Attributes:
+      observations: `[N, K + 1, ...]` pytree: the window, the current observation last.
+      actions: `[N, K, ...]` (None when K == 0, as the next two).
+      rewards: `[N, K]`.
+      state_outs: `[N, K, ...]` pytree of a recurrent policy's outputs, else `()`.
+      lookback_lengths: `[N]` real steps in the window (<= K).
+      t: `[N]` steps since each env's reset.
+      chosen: `(actions [N, ...], state_out or ())`, what `select_action` chose.
+      rng: the PRNG key (exploring actors only; else None).
+      pipeline_state: the env-to-module pipeline's state.
+    """
+
+    observations: Any
+    actions: Any
+    rewards: jax.Array
+    state_outs: Any
+    lookback_lengths: jax.Array
+    t: jax.Array
+    chosen: Any
+    rng: jax.Array | None
     pipeline_state: Any
 
 
 class Actor(NamedTuple):
-    init: Callable          # (first_obs, rng) -> ActorState
-    blank: Callable         # (first_obs, rng) -> the state before any observation (host)
-    select_action: Callable  # (params, state) -> (actions_for_env, extras, state)
-    observe: Callable       # (state, rewards, next_obs, fresh) -> state
-    step: Callable          # observe then select_action, one device call
+    """The pure functions of an actor (`make_actor`); each is jit-compatible.
+
+    Attributes:
+      init: `(first_obs, rng) -> ActorState` after the envs reset.
+      blank: `(first_obs, rng) ->` the state before any observation (host).
+      select_action: `(params, state) -> (actions_for_env, extras, state)`.
+      observe: `(state, rewards, next_obs, fresh) -> state` after an env step.
+      step: `observe` then `select_action`, one device call.
+      window: `K`, the past steps the state keeps.
+      state_at: `(obs, t, prev_actions, prev_rewards, state, obs_lookback) -> state`, a
+        state built from given history (export's stateless entry point).
+    """
+
+    init: Callable
+    blank: Callable
+    select_action: Callable
+    observe: Callable
+    step: Callable
     window: int
-    state_at: Callable      # (obs, t, prev_actions, prev_rewards, state, obs_lookback) -> state
+    state_at: Callable
 
 
 def make_actor(policy, spaces: Spaces, env_to_module: Connector | None = None,
@@ -84,7 +111,21 @@ def make_actor(policy, spaces: Spaces, env_to_module: Connector | None = None,
     frame stacking after the filter reads past frames normalized at their own step, as
     RLlib's. The window is
     `max(lookback, env_to_module.lookback)` steps (at least 1 for a recurrent policy, whose
-    latest `state_out` it holds)."""
+    latest `state_out` it holds).
+
+    Args:
+      policy: the policy `Module`.
+      spaces: the env's `Spaces`.
+      env_to_module: the env-to-module pipeline (None: the latest raw observation).
+      module_to_env: the module-to-env pipeline (None: the policy's outputs are the actions).
+      env_to_module_state: the env-to-module pipeline's state (default: fresh from `init`).
+      lookback: past steps the window keeps, at least the pipeline's `lookback`.
+      explore: sample actions (True) or act greedily.
+      update_env_to_module: stateful env-to-module pieces learn from each observation.
+
+    Returns:
+      The `Actor`.
+    """
     env_to_module = env_to_module if env_to_module is not None else pipeline(add_observations())
     stateful = bool(policy.is_stateful)
     K = max(int(lookback), env_to_module.lookback, 1 if stateful else 0)
@@ -280,7 +321,11 @@ def make_actor(policy, spaces: Spaces, env_to_module: Connector | None = None,
 
 def host_key(seed: int):
     """`jax.random.PRNGKey(seed)` built on the host where that is exact (the default threefry
-    key of a seed in [0, 2**31) is `[0, seed]`), so making it compiles no device program."""
+    key of a seed in [0, 2**31) is `[0, seed]`), so making it compiles no device program.
+
+    Args:
+      seed: the seed.
+    """
     if (jax.config.jax_default_prng_impl == "threefry2x32"
             and not jax.config.jax_enable_custom_prng and 0 <= int(seed) < 2**31):
         return np.array([0, int(seed)], np.uint32)
@@ -389,7 +434,15 @@ def actor_for(policy: Any, explore: bool = False) -> ActorPolicy:
     """An `ActorPolicy` of a `learning.trained_policy.TrainedPolicy`: its acting module and
     params between its env-to-module pipeline (with the state the learner fitted) and its
     module-to-env pipeline, acting greedily unless `explore`. Each `EnvRunner` needs its
-    own (an actor holds its envs' windows)."""
+    own (an actor holds its envs' windows).
+
+    Args:
+      policy: the `TrainedPolicy` (e.g. `load_policy(checkpoint)` or `algo.policy()`).
+      explore: sample actions (True) or act greedily.
+
+    Returns:
+      The `ActorPolicy`.
+    """
     return ActorPolicy(policy.module, policy.params, policy.spaces,
                        policy.pipelines.env_to_module, policy.env_to_module_state(),
                        policy.pipelines.module_to_env, lookback=policy.lookback,

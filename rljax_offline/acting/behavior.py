@@ -44,7 +44,17 @@ _TERM = re.compile(r"^(expert|random|eps|flip|noise)([0-9]*\.?[0-9]*(?:e-?[0-9]+
 
 @dataclass(frozen=True)
 class Behavior:
-    """One behaviour level: a base policy perturbed as the module docstring describes."""
+    """One behaviour level: a base policy perturbed as the module docstring describes.
+
+    Attributes:
+      epsilon: the probability of a uniformly random action.
+      flip_prob: the probability of replacing a Discrete action by another one.
+      action_noise: the standard deviation of Gaussian noise on Box actions.
+      random: ignore the base policy; uniform actions.
+
+    Raises:
+      BehaviorError: a probability outside [0, 1] or negative noise.
+    """
 
     epsilon: float = 0.0
     flip_prob: float = 0.0
@@ -162,7 +172,22 @@ def _uniform(space: gym.Space, n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def parse_behavior(spec: str) -> Behavior:
-    """`"flip0.2+eps0.1"` -> `Behavior(flip_prob=0.2, epsilon=0.1)`; see the module docstring."""
+    """`"flip0.2+eps0.1"` -> `Behavior(flip_prob=0.2, epsilon=0.1)`; see the module docstring.
+
+    Args:
+      spec: the behaviour spec (`expert`, `random`, `eps0.3`, `flip0.4`, `noise0.5`, joined
+        with `+`).
+
+    Returns:
+      The `Behavior`.
+
+    Raises:
+      BehaviorError: a malformed spec.
+
+    Example:
+        >>> parse_behavior("flip0.2+eps0.1")
+        Behavior(epsilon=0.1, flip_prob=0.2, action_noise=0.0, random=False)
+    """
     kw: dict = {}
     terms = [t.strip() for t in str(spec).split("+")]
     for term in terms:
@@ -188,6 +213,15 @@ def parse_mix(spec: str) -> list[tuple[Behavior, float]]:
     """`"expert:0.1,random:0.6,flip0.4:0.3"` -> behaviours with weights normalised to sum 1.
 
     A behaviour without `:weight` gets weight 1.
+
+    Args:
+      spec: comma-separated `behaviour:weight` entries.
+
+    Returns:
+      `(Behavior, weight)` pairs.
+
+    Raises:
+      BehaviorError: a malformed entry or a weight that is not positive.
     """
     items = []
     for part in str(spec).split(","):

@@ -42,7 +42,16 @@ from rljax_offline.models.module import callable_module
 
 def make_vector_env(env: Any, num_envs: int,
                     env_config: dict | None = None) -> gym.vector.VectorEnv:
-    """A synchronous vector env from an env id or a factory `env_config -> env`."""
+    """A synchronous vector env from an env id or a factory `env_config -> env`.
+
+    Args:
+      env: a gymnasium id or a factory `env_config -> gym.Env`.
+      num_envs: the env copies.
+      env_config: the factory's argument (ignored for an id).
+
+    Returns:
+      The `gymnasium.vector.SyncVectorEnv`.
+    """
     make_one = env_factory(env, env_config)
     fns = [make_one] * num_envs
     return gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
@@ -55,7 +64,12 @@ def stream_seed(seed: int, *stream: int) -> int:
     """The reset seed of one stream of episodes of a run seeded `seed` (an evaluation, the
     sampler), drawn from `(seed, *stream)`. A vector env seeds its envs `s, s + 1, ...`, so a
     seed like `seed + 1_000 * iteration` gives runs of neighbouring seeds mostly the same
-    start states: their evaluations then share one draw of them, and its bias."""
+    start states: their evaluations then share one draw of them, and its bias.
+
+    Args:
+      seed: the run's seed.
+      *stream: the stream's ids (e.g. evaluation, iteration).
+    """
     return int(np.random.SeedSequence([seed, *stream]).generate_state(1)[0] >> 1)
 
 
@@ -67,6 +81,7 @@ class EnvRunner:
       policy: see the module docstring.
       num_envs: vectorised env copies stepped together (one policy call per step).
       seed: seeds the envs' resets (episode k of env i is reproducible) and the policy RNG.
+      env_config: the argument of an env factory (ignored for a gymnasium id).
       env_to_module: optional env-to-module connector pipeline around a plain `policy`
         (see `ActorPolicy`).
       module_to_env: optional module-to-env connector pipeline around a plain `policy`.
@@ -284,6 +299,15 @@ def _row(tree, i: int):
 
 
 def episode_stats(episodes: list[Episode]) -> dict:
+    """RLlib's evaluation metrics of finished episodes: return mean, min and max, mean length,
+    their count and every return.
+
+    Args:
+      episodes: the finished episodes.
+
+    Raises:
+      ValueError: no episodes.
+    """
     returns = np.array([ep.get_return() for ep in episodes], float)
     lengths = np.array([len(ep) for ep in episodes], float)
     if not len(returns):
@@ -313,6 +337,27 @@ def record_expert(env_id: str, output: str, *, num_episodes: int = 500, seed: in
     `(Behavior, weight)`) draws one behaviour per episode instead. Episodes are tagged with
     their behaviour (see `rljax_offline.acting.behavior`). With none of them, the expert's
     actions are recorded unchanged, as before.
+
+    Args:
+      env_id: a gymnasium id with a shipped expert (`experts.expert_for`).
+      output: the output folder.
+      num_episodes: episodes to record.
+      seed: the envs' and the behaviours' seed.
+      num_envs: env copies stepped together.
+      progress: print progress.
+      epsilon: the probability of a uniformly random action.
+      flip_prob: the probability of replacing a Discrete action by another.
+      action_noise: the standard deviation of Gaussian noise on Box actions.
+      mix: behaviours drawn per episode, a spec string or `(Behavior, weight)` pairs.
+      **write_options: `EpisodeWriter`'s options (`output_write_episodes=False` for tabular
+        rows, ...).
+
+    Returns:
+      The files written.
+
+    Raises:
+      ValueError: an env without a shipped expert.
+      BehaviorError: a malformed behaviour or one the action space cannot take.
     """
     expert = expert_for(env_id)
     policy: Any = expert

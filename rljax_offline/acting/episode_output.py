@@ -20,13 +20,23 @@ from rljax_offline.episode.episode import Episode
 
 
 def env_folder(env: Any) -> str:
-    """RLlib's folder name of an env: a gymnasium id, or a factory's or class's name."""
+    """RLlib's folder name of an env: a gymnasium id, or a factory's or class's name.
+
+    Args:
+      env: a gymnasium id, a factory or a class.
+    """
     return env if isinstance(env, str) else getattr(env, "__name__", type(env).__name__)
 
 
 class EpisodeOutput:
     """One env-runner group's recording (see the module docstring); built from a config's
-    `output*` options. `prefix` names its files (`sampled`, `evaluation`)."""
+    `output*` options. `prefix` names its files (`sampled`, `evaluation`).
+
+    Args:
+      config: the algorithm config (its `output`, `output_max_rows_per_file`, ... options).
+      prefix: the file names' prefix.
+      runner_index: the runner index in RLlib's run-folder names.
+    """
 
     def __init__(self, config: Any, prefix: str, runner_index: int = 1):
         self._config, self._prefix, self._index = config, prefix, runner_index

@@ -16,13 +16,27 @@ _CARTPOLE_W = np.array([0.0, 0.5, 1.0, 0.5])
 
 
 def cartpole_expert(obs: np.ndarray) -> np.ndarray:
-    """Push right when the weighted state is positive (Discrete(2) actions, int64)."""
+    """Push right when the weighted state is positive (Discrete(2) actions, int64).
+
+    Args:
+      obs: `[N, 4]` CartPole observations.
+
+    Returns:
+      `[N]` actions.
+    """
     obs = np.asarray(obs, np.float64)
     return (obs @ _CARTPOLE_W > 0).astype(np.int64)
 
 
 def pendulum_expert(obs: np.ndarray) -> np.ndarray:
-    """Swing-up by energy shaping, PD balance near upright; actions in [-2, 2], float32."""
+    """Swing-up by energy shaping, PD balance near upright; actions in [-2, 2], float32.
+
+    Args:
+      obs: `[N, 3]` Pendulum observations (`cos`, `sin`, angular velocity), or one `[3]`.
+
+    Returns:
+      `[N, 1]` torques (`[1]` for one observation).
+    """
     obs = np.asarray(obs, np.float64)
     single = obs.ndim == 1
     obs = np.atleast_2d(obs)
@@ -42,7 +56,17 @@ EXPERTS = {"CartPole-v1": cartpole_expert, "Pendulum-v1": pendulum_expert}
 
 
 def expert_for(env_id: str):
-    """The scripted expert of a gymnasium env id; a clear error for envs without one."""
+    """The scripted expert of a gymnasium env id; a clear error for envs without one.
+
+    Args:
+      env_id: the gymnasium env id (`"CartPole-v1"`, `"Pendulum-v1"`).
+
+    Returns:
+      The expert, `obs [N, ...] -> actions [N, ...]`.
+
+    Raises:
+      ValueError: no expert ships for `env_id`.
+    """
     try:
         return EXPERTS[env_id]
     except KeyError:

@@ -31,7 +31,14 @@ from rljax_offline.episode.multi_agent_builder import MultiAgentEpisodeBuilder
 
 
 def random_policy(space: gym.spaces.Space) -> Callable:
-    """Uniform random actions with their `action_logp` (Discrete or bounded Box), jitted."""
+    """Uniform random actions with their `action_logp` (Discrete or bounded Box), jitted.
+
+    Args:
+      space: the agent's action space.
+
+    Returns:
+      A policy `(obs, rng) -> (actions, {"action_logp": ...})`.
+    """
     if isinstance(space, gym.spaces.Discrete):
         n = int(space.n)
 

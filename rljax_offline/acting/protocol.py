@@ -46,13 +46,21 @@ class ActorProtocol(Protocol):
 
 
 def num_rows(obs: Any) -> int:
-    """The batch size `N` of observations `[N, ...]` (a dict or tuple of them too)."""
+    """The batch size `N` of observations `[N, ...]` (a dict or tuple of them too).
+
+    Args:
+      obs: the observations.
+    """
     return int(np.shape(jax.tree_util.tree_leaves(obs)[0])[0])
 
 
 class CallableActor:
     """A plain callable `obs [N, ...] -> actions` (or `-> (actions, extras)`), e.g. a scripted
-    expert, as an actor: it sees the latest observations only."""
+    expert, as an actor: it sees the latest observations only.
+
+    Args:
+      fn: the callable, `obs [N, ...] -> actions` or `-> (actions, extras)`.
+    """
 
     def __init__(self, fn: Callable):
         self.fn = fn
@@ -80,7 +88,14 @@ class CallableActor:
 
 def as_actor(policy: Any) -> ActorProtocol:
     """`policy` as an actor: an object of the protocol as it is, a plain callable wrapped in
-    `CallableActor`."""
+    `CallableActor`.
+
+    Args:
+      policy: an actor (`reset`, `select`, `observe`, ...) or a plain callable.
+
+    Returns:
+      The actor.
+    """
     if all(callable(getattr(policy, m, None)) for m in _METHODS):
         return policy
     if callable(policy):

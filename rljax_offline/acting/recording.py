@@ -19,7 +19,17 @@ from rljax_offline.learning.trained_policy import TrainedPolicy, load_policy
 def check_policy_spaces(policy_spaces: Any, observation_space: gym.Space,
                         action_space: gym.Space, checkpoint: str) -> None:
     """A named error, before anything runs, when the checkpoint's policy cannot act in an
-    env with these spaces."""
+    env with these spaces.
+
+    Args:
+      policy_spaces: the policy's `Spaces`.
+      observation_space: the env's observation space.
+      action_space: the env's action space.
+      checkpoint: the checkpoint's path, named by the error.
+
+    Raises:
+      PolicyMismatchError: the policy cannot act in an env with these spaces.
+    """
     env_spaces = Spaces.of(observation_space, action_space)
     for what in ("observation", "action"):
         theirs, ours = getattr(policy_spaces, what), getattr(env_spaces, what)
@@ -36,7 +46,26 @@ def record_policy(env: Any, checkpoint: str | TrainedPolicy, output: str, *,
     expert: `checkpoint` is a checkpoint folder of any registered algorithm (PPO, BC, MARWIL,
     CQL, IQL, ...; loaded as a `TrainedPolicy`, no algorithm is built) or a `TrainedPolicy`,
     acting greedily unless `explore`. A policy for other spaces than `env`'s is a
-    `PolicyMismatchError` before any episode is recorded. Returns the files written."""
+    `PolicyMismatchError` before any episode is recorded. Returns the files written.
+
+    Args:
+      env: a gymnasium id or a factory `env_config -> gym.Env`.
+      checkpoint: a checkpoint folder or a `TrainedPolicy`.
+      output: the output folder.
+      num_episodes: episodes to record.
+      seed: the envs' seed.
+      num_envs: env copies stepped together.
+      explore: sample actions (True) or act greedily.
+      env_config: the factory's argument.
+      progress: print progress.
+      **write_options: `EpisodeWriter`'s options.
+
+    Returns:
+      The files written.
+
+    Raises:
+      PolicyMismatchError: the policy acts in other spaces than the env's.
+    """
     policy = checkpoint if isinstance(checkpoint, TrainedPolicy) else load_policy(checkpoint)
     where = checkpoint if isinstance(checkpoint, str) else f"<{policy.algo_name} policy>"
     runner = EnvRunner(env, actor_for(policy, explore), num_envs=num_envs, seed=seed,

@@ -12,13 +12,21 @@ from rljax_offline.connectors.env_to_module import PREV_ACTIONS_KEY, PREV_REWARD
 
 
 class WindowReads(NamedTuple):
-    """What acting reads of the window besides the latest observation."""
+    """What acting reads of the window besides the latest observation.
 
-    observation_lookback: int  # past observations (frame stacking, the actor's `lookback`)
-    prev_actions: bool         # the previous action (a `prev_actions_rewards` piece)
-    prev_rewards: bool         # the previous reward
-    prev_steps: int            # how many past actions / rewards are read (0: none)
-    stateful: bool             # the module's state after the previous step
+    Attributes:
+      observation_lookback: past observations (frame stacking, the actor's `lookback`).
+      prev_actions: the previous action (a `prev_actions_rewards` piece).
+      prev_rewards: the previous reward.
+      prev_steps: how many past actions / rewards are read (0: none).
+      stateful: the module's state after the previous step.
+    """
+
+    observation_lookback: int
+    prev_actions: bool
+    prev_rewards: bool
+    prev_steps: int
+    stateful: bool
 
 
 def _leaf_pieces(connector: Connector, spaces: Spaces):
@@ -36,7 +44,14 @@ def window_reads(env_to_module: Connector, spaces: Spaces, lookback: int = 0,
     """What an actor of `env_to_module` (`make_actor`'s arguments) reads of its window, by
     the pieces' declared roles: a "prev_actions_rewards" piece past actions / rewards, a
     "states" piece the module's state; the lookback of any other piece counts past
-    observations."""
+    observations.
+
+    Args:
+      env_to_module: the env-to-module pipeline.
+      spaces: the env's spaces.
+      lookback: the actor's `lookback` argument.
+      stateful: the module is recurrent.
+    """
     obs_lookback, prev_actions, prev_rewards, prev_steps = int(lookback), False, False, 0
     for piece, piece_spaces in _leaf_pieces(env_to_module, spaces):
         if piece.role == STATES:

@@ -3,7 +3,13 @@
     pipe = default_learner(spaces, frame_stack(4), mean_std_filter(as_learner_connector=True))
     state = pipe.init(spaces)
     episodes, batch, state = jax.jit(pipe.apply)(state, episode_batch, {}, Context())
+
+`__all__` is what users and algorithm authors may import from here: the `Connector` type and
+`pipeline`, every built-in piece, the default pipelines, and the multi-agent mapping (loaded
+on first use, with `episode_rows`, which runs a pipeline over episodes into learner rows).
 """
+
+import importlib
 
 from rljax_offline.connectors.common import (
     add_observations,
@@ -18,6 +24,7 @@ from rljax_offline.connectors.core import (
     apply_writing_back,
     named_states,
     pipeline,
+    share_states,
     stateless,
 )
 from rljax_offline.connectors.env_to_module import (
@@ -29,7 +36,9 @@ from rljax_offline.connectors.env_to_module import (
 )
 from rljax_offline.connectors.learner import (
     add_columns,
+    add_next_actions,
     add_next_observations,
+    clip_actions_inside_bounds,
     clip_rewards,
     compact_rows,
     count_based_intrinsic_reward,
@@ -43,6 +52,15 @@ from rljax_offline.connectors.module_to_env import (
     get_actions,
     module_outputs,
 )
+
+# public name -> the submodule that defines it, imported on first use
+_LAZY = {
+    "episode_rows": "rows",
+    **{name: "multi_agent" for name in (
+        "ModuleBatch", "agent_items", "agent_one_hot", "agent_one_hot_space",
+        "agent_to_module_mapping", "apply_per_module", "global_state_column",
+        "module_spaces", "module_to_agent_unmapping")},
+}
 
 __all__ = [
     "Connector",
@@ -74,4 +92,18 @@ __all__ = [
     "prev_actions_rewards",
     "rllib_dtypes",
     "stateless",
+    "add_next_actions",
+    "clip_actions_inside_bounds",
+    "share_states",
+    *sorted(_LAZY),
 ]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -24,22 +24,41 @@ from rljax_offline.connectors.core import OBSERVATIONS, STATES, Connector, state
 
 def zero_of(x):
     """A zero scalar of `x`'s dtype as JAX holds it (int64 host data is int32 on the device
-    without `jax_enable_x64`; asking for int64 would warn on every eager call)."""
+    without `jax_enable_x64`; asking for int64 would warn on every eager call).
+
+    Args:
+      x: the array.
+    """
     return jnp.zeros((), jax.dtypes.canonicalize_dtype(x.dtype))
 
 
 def flat(x):
-    """`[B, T, ...]` -> `[B * T, ...]`."""
+    """`[B, T, ...]` -> `[B * T, ...]`.
+
+    Args:
+      x: the array.
+    """
     return x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])
 
 
 def expand(mask, x):
-    """`mask` `[B, C]` broadcastable against `x` `[B, C, ...]`."""
+    """`mask` `[B, C]` broadcastable against `x` `[B, C, ...]`.
+
+    Args:
+      mask: the `[B, C]` mask.
+      x: the `[B, C, ...]` array.
+    """
     return mask.reshape(*mask.shape, *([1] * (x.ndim - mask.ndim)))
 
 
 def latest(tree, episodes, offset: int = 0):
-    """Per episode, the item at column `L + length + offset` of each `[B, C, ...]` leaf."""
+    """Per episode, the item at column `L + length + offset` of each `[B, C, ...]` leaf.
+
+    Args:
+      tree: `[B, C, ...]` arrays.
+      episodes: the `EpisodeBatch` (its `L` and `lengths`).
+      offset: the column relative to each episode's latest observation.
+    """
     idx = episodes.len_lookback_buffer + episodes.lengths + offset
     return jax.tree_util.tree_map(
         lambda x: jnp.take_along_axis(x, idx.reshape(-1, *([1] * (x.ndim - 1))), axis=1)[:, 0],
@@ -48,7 +67,15 @@ def latest(tree, episodes, offset: int = 0):
 
 def add_observations(as_learner_connector: bool = False) -> Connector:
     """`obs` (RLlib's `AddObservationsFromEpisodesToBatch`): the latest observation of each
-    episode, or (learner) every observation that has an action, zero on padding rows."""
+    episode, or (learner) every observation that has an action, zero on padding rows.
+
+    Args:
+      as_learner_connector: every observation that has an action (learner pipeline, flat
+        `[B * T, ...]` rows) instead of each episode's latest one (env-to-module).
+
+    Returns:
+      The stateless piece.
+    """
 
     def apply(episodes, batch, ctx):
         if as_learner_connector:
@@ -64,7 +91,12 @@ def add_observations(as_learner_connector: bool = False) -> Connector:
 
 
 def num_sequences(T: int, S: int) -> int:
-    """Sequences of `S` steps per episode row of a `T`-step batch (RLlib's count, >= 1)."""
+    """Sequences of `S` steps per episode row of a `T`-step batch (RLlib's count, >= 1).
+
+    Args:
+      T: the batch's padded steps.
+      S: steps per sequence (`max_seq_len`).
+    """
     return max(1, -(-T // S))
 
 
@@ -76,6 +108,14 @@ def add_time_dim(max_seq_len: int, as_learner_connector: bool = True) -> Connect
     `seq_lens` `[B * K]` (0 for all-padding sequences, whose `loss_mask` is all False).
     Env-to-module: every `[B, ...]` column but `state_in` (one state per sequence, as in
     RLlib) gets a time axis of 1 and `seq_lens` is all ones.
+
+    Args:
+      max_seq_len: steps per sequence (RLlib's `max_seq_len`).
+      as_learner_connector: split episodes into sequences (learner) rather than add a time
+        axis of 1 (env-to-module).
+
+    Returns:
+      The stateless piece.
     """
     if max_seq_len < 1:
         raise ValueError(f"max_seq_len must be >= 1, got {max_seq_len}")
@@ -130,6 +170,17 @@ def add_states(max_seq_len: int | None = None, as_learner_connector: bool = True
     recurrent modules learn from any offline data, each sequence starting from the initial
     state (R2D2's "zero state"). With no `initial_state` given, the initial state is zeros
     shaped like the recorded `state_out`.
+
+    Args:
+      max_seq_len: steps per sequence (learner; each sequence gets one `state_in`).
+      as_learner_connector: one state per sequence (learner) instead of one per episode
+        (env-to-module).
+      key: the extra model output that holds the recorded state.
+      initial_state: the module's initial state, a pytree of per-episode arrays (default:
+        zeros shaped like the recorded state).
+
+    Returns:
+      The stateless piece.
     """
     if as_learner_connector and max_seq_len is None:
         raise ValueError("add_states as a learner connector needs max_seq_len")
@@ -202,6 +253,15 @@ def frame_stack(num_frames: int) -> Connector:
     It rewrites every observation column of the episodes, so the same piece serves both
     pipelines: the env-to-module one then reads the latest stacked observation, the learner
     one every step's.
+
+    Args:
+      num_frames: observations stacked, >= 1; the piece's `lookback` is `num_frames - 1`.
+
+    Returns:
+      The stateless piece, whose `out_spaces` widens the observation space's last axis.
+
+    Raises:
+      ValueError: `num_frames < 1`.
     """
     if num_frames < 1:
         raise ValueError(f"num_frames must be >= 1, got {num_frames}")
@@ -225,7 +285,15 @@ def frame_stack(num_frames: int) -> Connector:
 
 
 def stacked_spec(spec, k: int):
-    """The Box spec of `k` stacked frames of `spec` along its last axis."""
+    """The Box spec of `k` stacked frames of `spec` along its last axis.
+
+    Args:
+      spec: one frame's Box spec (None: unknown).
+      k: the frames stacked.
+
+    Raises:
+      ValueError: a spec that is no Box.
+    """
     if spec is None:  # episodes recorded without a space: the shape speaks for itself
         return None
     if not isinstance(spec, sp.BoxSpec):
@@ -243,11 +311,20 @@ _LEAF_SPECS = (sp.BoxSpec, sp.DiscreteSpec, sp.MultiDiscreteSpec, sp.MultiBinary
 
 
 def is_leaf_spec(s) -> bool:
+    """True for the spec of one array (a Box, Discrete, MultiDiscrete or MultiBinary leaf).
+
+    Args:
+      s: a spec.
+    """
     return isinstance(s, _LEAF_SPECS)
 
 
 def spec_tree(spec):
-    """The spec as a pytree with the structure of its data (Dict -> dict, Tuple -> tuple)."""
+    """The spec as a pytree with the structure of its data (Dict -> dict, Tuple -> tuple).
+
+    Args:
+      spec: the space's spec.
+    """
     if isinstance(spec, sp.TupleSpec):
         return tuple(spec_tree(s) for s in spec.spaces)
     if isinstance(spec, sp.DictSpec):
@@ -256,6 +333,11 @@ def spec_tree(spec):
 
 
 def from_spec_tree(tree):
+    """The inverse of `spec_tree`: dicts and tuples of leaf specs back into a space spec.
+
+    Args:
+      tree: the spec tree.
+    """
     if isinstance(tree, tuple):
         return sp.TupleSpec(tuple(from_spec_tree(s) for s in tree))
     if isinstance(tree, dict):
@@ -264,5 +346,11 @@ def from_spec_tree(tree):
 
 
 def map_leaves(fn, spec, *data):
-    """`fn(leaf_spec, *leaf_data)` over the leaves of a space and its data."""
+    """`fn(leaf_spec, *leaf_data)` over the leaves of a space and its data.
+
+    Args:
+      fn: `fn(leaf_spec, *leaf_data)`.
+      spec: the space's spec.
+      *data: pytrees with the space's structure.
+    """
     return jax.tree_util.tree_map(fn, spec_tree(spec), *data, is_leaf=is_leaf_spec)

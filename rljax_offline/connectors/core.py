@@ -24,7 +24,12 @@ from rljax_offline import spaces as sp
 
 
 class Spaces(NamedTuple):
-    """Observation and action space specs (hashable; gym spaces are converted)."""
+    """Observation and action space specs (hashable; gym spaces are converted).
+
+    Attributes:
+      observation: the observation space's spec.
+      action: the action space's spec.
+    """
 
     observation: Any
     action: Any
@@ -40,7 +45,15 @@ class Context(NamedTuple):
     `written_back`: the episodes' observations before each one's latest hold what the
     env-to-module pipeline wrote back at their own step (RLlib's live episodes, see
     `apply_writing_back`), so a piece that writes back (the mean-std filter) transforms only
-    the latest one."""
+    the latest one.
+
+    Attributes:
+      rng: a PRNG key for pieces that sample (folded per piece).
+      explore: sample actions (True) or take the greedy ones.
+      params: the module's params, for pieces that run it.
+      frozen: stateful pieces keep their state unchanged.
+      written_back: the observations before each episode's latest were written back.
+    """
 
     rng: Any = None
     explore: Any = False
@@ -60,7 +73,18 @@ class Connector(NamedTuple):
     `writes_back`: as RLlib's env-to-module `MeanStdFilter` (`set_observations(at_indices=-1)`),
     the piece's output observations are what the live episode holds from then on (see
     `apply_writing_back`). `role`: what the piece is, where the actor or export must know
-    (one of `ROLES`; "" for none)."""
+    (one of `ROLES`; "" for none).
+
+    Attributes:
+      init: `init(spaces) -> state`; `()` for a stateless piece.
+      apply: `apply(state, episodes, batch, ctx) -> (episodes, batch, state)`, pure.
+      out_spaces: `out_spaces(spaces) -> spaces`, the spaces of the piece's output.
+      lookback: past steps the piece reads before an episode's current one.
+      name: the piece's name in `named_states`.
+      pieces: a pipeline's pieces (empty for a piece).
+      writes_back: the output observations replace the live episode's latest one.
+      role: what the piece is for the actor or export (one of `ROLES`; "" for none).
+    """
 
     init: Callable[[Spaces], Any]
     apply: Callable[..., tuple]
@@ -82,7 +106,25 @@ ROLES = (OBSERVATIONS, PREV_ACTIONS_REWARDS, STATES)
 
 def stateless(apply: Callable, out_spaces: Callable[[Spaces], Spaces] | None = None,
               lookback: int = 0, role: str = "") -> Connector:
-    """A piece without state from `apply(episodes, batch, ctx) -> (episodes, batch)`."""
+    """A piece without state from `apply(episodes, batch, ctx) -> (episodes, batch)`.
+
+    Args:
+      apply: `apply(episodes, batch, ctx) -> (episodes, batch)`, pure.
+      out_spaces: the output spaces from the input ones (default: unchanged).
+      lookback: past steps `apply` reads before an episode's current one.
+      role: what the piece is for the actor or export (one of `ROLES`; "" for none).
+
+    Returns:
+      The `Connector`, with state `()`.
+
+    Example:
+        >>> def double_rewards(episodes, batch, ctx):
+        ...     return episodes, {**batch, "rewards": 2 * batch["rewards"]}
+        >>> piece = stateless(double_rewards)
+        >>> _, batch, _ = piece.apply(piece.init(None), None, {"rewards": 1.0}, Context())
+        >>> batch["rewards"]
+        2.0
+    """
 
     def _apply(state, episodes, batch, ctx):
         episodes, batch = apply(episodes, batch, ctx)
@@ -100,13 +142,26 @@ def _factory_name(fn: Callable) -> str:
 
 
 def piece_name(piece: Connector) -> str:
+    """The piece's name in `named_states`: its `name`, "pipeline", or its factory's name.
+
+    Args:
+      piece: the piece or pipeline.
+    """
     return piece.name or ("pipeline" if piece.pieces else _factory_name(piece.apply))
 
 
 def named_states(connector: Connector, state: Any) -> Any:
     """A pipeline's state as `{piece name: state}` (nested for nested pipelines; a repeated
     name gets `_1`, `_2`, ... in order): what a checkpoint shows a reader. The pipeline itself
-    keeps the positional tuple `apply` takes."""
+    keeps the positional tuple `apply` takes.
+
+    Args:
+      connector: the pipeline (or piece).
+      state: its positional state, as `init` or `apply` returned it.
+
+    Returns:
+      `{piece name: state}` (a stateless piece's state is `()`).
+    """
     if not connector.pieces:
         return state
     out, seen = {}, {}
@@ -139,7 +194,18 @@ def _run_pieces(pieces: tuple, state, episodes, batch, ctx: Context, run_piece: 
 
 
 def pipeline(*pieces: Connector) -> Connector:
-    """Runs `pieces` in order; the state is the tuple of the pieces' states."""
+    """Runs `pieces` in order; the state is the tuple of the pieces' states.
+
+    Pipelines nest, and a pipeline is a `Connector` like its pieces: `jax.jit(pipe.apply)`
+    compiles the whole chain, its `lookback` is the largest of its pieces' and its
+    `out_spaces` chains theirs.
+
+    Args:
+      *pieces: the pieces (or pipelines) in order.
+
+    Returns:
+      The pipeline.
+    """
     for i, p in enumerate(pieces):
         if not isinstance(p, Connector):
             raise TypeError(f"pipeline piece {i} is a {type(p).__name__}, not a Connector")
@@ -202,7 +268,17 @@ def share_states(target: Connector, target_state: Any, source: Connector,
     `source` (the k-th piece of a name from the k-th of that name; nested pipelines
     flattened), where both hold state of one layout: how the env-to-module pipeline acts with
     the state the learner pipeline fitted (a mean-std filter's statistics). Pieces by name,
-    not position, so pieces that only one pipeline has do not shift the others."""
+    not position, so pieces that only one pipeline has do not shift the others.
+
+    Args:
+      target: the pipeline whose state is returned (e.g. the env-to-module one).
+      target_state: its current state.
+      source: the pipeline whose pieces' states are taken (e.g. the learner one).
+      source_state: its state.
+
+    Returns:
+      `target_state` with the shared pieces' states replaced.
+    """
     learned = dict(_leaves(source, source_state))
     names = iter(name for name, _ in _leaves(target, target_state))
 
@@ -228,6 +304,13 @@ def apply_writing_back(connector: Connector, state, episodes, batch, ctx=None):
     `observations` as the episodes' observations, append the env's next one and call again
     with `Context(written_back=True)`; a filter then frame stacking reads each past frame as
     normalized at its own step. Same RNG folding as `connector.apply`, so the results agree.
+
+    Args:
+      connector: the pipeline (or piece) to apply.
+      state: its state.
+      episodes: the `EpisodeBatch` of the episodes being stepped.
+      batch: the batch so far (usually `{}`).
+      ctx: the `Context` (default: an empty one).
     """
     ctx = ctx if ctx is not None else EMPTY_CONTEXT
     written = [None]

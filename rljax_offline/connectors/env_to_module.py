@@ -63,7 +63,11 @@ def _flat_box(spec) -> sp.BoxSpec:
 
 def needs_flattening(spec) -> bool:
     """True unless the observations are flat Box vectors or images (rank-3 Box, which the
-    model's CNN reads as they are, as RLlib's catalog picks a CNN for them)."""
+    model's CNN reads as they are, as RLlib's catalog picks a CNN for them).
+
+    Args:
+      spec: the observation space's spec.
+    """
     return not (isinstance(spec, sp.BoxSpec) and len(spec.shape) in (1, 3))
 
 
@@ -75,7 +79,11 @@ def _require_spec(episodes, piece):
 
 def flatten_observations() -> Connector:
     """RLlib's `FlattenObservations`: Dict/Tuple observations concatenated (Dict keys in the
-    space's order), Discrete/MultiDiscrete one-hot, Box flattened: `Box(flat_dim,)` float32."""
+    space's order), Discrete/MultiDiscrete one-hot, Box flattened: `Box(flat_dim,)` float32.
+
+    Returns:
+      The stateless piece.
+    """
 
     def apply(state, episodes, batch, ctx):
         spec = _require_spec(episodes, "flatten_observations")
@@ -94,7 +102,11 @@ def _one_hot_spec(spec):
 
 def one_hot_observations() -> Connector:
     """Discrete observations (leaves of a Dict/Tuple too) as one-hot float32 vectors:
-    `Discrete(n)` -> `Box(n,)`; other leaves unchanged."""
+    `Discrete(n)` -> `Box(n,)`; other leaves unchanged.
+
+    Returns:
+      The stateless piece.
+    """
 
     def apply(state, episodes, batch, ctx):
         spec = _require_spec(episodes, "one_hot_observations")
@@ -151,6 +163,14 @@ def prev_actions_rewards(n_prev_actions: int = 1, n_prev_rewards: int = 1,
     Every observation column is rewritten (RLlib writes the latest one back into the episode
     at each step), so the piece serves both pipelines alike; `as_learner_connector` is
     accepted for RLlib's signature. A key is left out when its `n` is 0.
+
+    Args:
+      n_prev_actions: previous actions added to each observation (0: none).
+      n_prev_rewards: previous rewards added to each observation (0: none).
+      as_learner_connector: accepted for RLlib's signature; the piece is the same.
+
+    Returns:
+      The stateless piece; its `lookback` is the larger `n`.
     """
     if n_prev_actions < 0 or n_prev_rewards < 0 or not (n_prev_actions or n_prev_rewards):
         raise ValueError(f"need n_prev_actions or n_prev_rewards >= 1, got {n_prev_actions}, "
@@ -183,7 +203,14 @@ def prev_actions_rewards(n_prev_actions: int = 1, n_prev_rewards: int = 1,
 def model_connectors(model_config: dict) -> list[Connector]:
     """The pieces a model config asks of both pipelines (RLlib's `lstm_use_prev_action` /
     `lstm_use_prev_reward`: the previous action / reward as part of the observation); put them
-    in front of the defaults and build the policy from the pipeline's `out_spaces`."""
+    in front of the defaults and build the policy from the pipeline's `out_spaces`.
+
+    Args:
+      model_config: RLlib's model config dict.
+
+    Returns:
+      The pieces (empty when the config asks for none).
+    """
     n_act = int(bool(model_config.get("lstm_use_prev_action", False)))
     n_rew = int(bool(model_config.get("lstm_use_prev_reward", False)))
     return [prev_actions_rewards(n_act, n_rew)] if n_act or n_rew else []
@@ -199,7 +226,18 @@ def default_env_to_module(spaces: Spaces, *custom: Connector,
     `obs` of each episode's latest step; for a stateful module (`max_seq_len` set) also
     `state_in` (`initial_state`, e.g. `policy.initial_state()`, for episodes that just
     started) and a time axis of 1. `add_default_connectors=False` keeps only the custom
-    pieces (RLlib's `add_default_connectors_to_env_to_module_pipeline=False`)."""
+    pieces (RLlib's `add_default_connectors_to_env_to_module_pipeline=False`).
+
+    Args:
+      spaces: the env's observation and action spaces.
+      *custom: the user's pieces, run first.
+      add_default_connectors: append the default pieces after the custom ones.
+      max_seq_len: steps per sequence of a stateful module (None: stateless).
+      initial_state: a stateful module's initial state.
+
+    Returns:
+      The pipeline.
+    """
     if not add_default_connectors:
         return pipeline(*custom)
     stateful = [] if max_seq_len is None else [
@@ -209,6 +247,11 @@ def default_env_to_module(spaces: Spaces, *custom: Connector,
 
 
 def obs_defaults(spaces: Spaces, custom) -> list[Connector]:
-    """`[flatten_observations()]` when the observations after `custom` are not flat vectors."""
+    """`[flatten_observations()]` when the observations after `custom` are not flat vectors.
+
+    Args:
+      spaces: the env's spaces.
+      custom: the user's pieces (their `out_spaces` apply first).
+    """
     obs = pipeline(*custom).out_spaces(spaces).observation
     return [flatten_observations()] if obs is not None and needs_flattening(obs) else []

@@ -29,7 +29,14 @@ def _zero_padding(x, mask):
 def add_columns(extra_model_outputs: bool = True) -> Connector:
     """RLlib's `AddColumnsFromEpisodesToTrainBatch`: `actions`, `rewards`, `terminateds`,
     `truncateds` (True only on an episode's last real step, with its flag), the extra model
-    outputs by key and `loss_mask`."""
+    outputs by key and `loss_mask`.
+
+    Args:
+      extra_model_outputs: also add the episodes' extra model outputs (`action_logp`, ...).
+
+    Returns:
+      The stateless piece.
+    """
 
     def apply(episodes, batch, ctx):
         mask = episodes.mask  # [B, T]
@@ -53,7 +60,11 @@ def add_columns(extra_model_outputs: bool = True) -> Connector:
 
 def add_next_observations() -> Connector:
     """RLlib's `AddNextObservationsFromEpisodesToTrainBatch`: `new_obs`, the observation after
-    each step (zero on padding rows)."""
+    each step (zero on padding rows).
+
+    Returns:
+      The stateless piece.
+    """
 
     def apply(episodes, batch, ctx):
         L, T = episodes.len_lookback_buffer, episodes.max_len
@@ -70,7 +81,11 @@ def add_next_actions() -> Connector:
     `next_actions_valid`, 1.0 where there is one (0.0 on an episode's last step, where the
     column holds zeros, and on padding). For losses that compare a policy's action at `s'`
     with the data's (ReBRAC's critic penalty). Put it after any piece that changes `actions`
-    (it reads the batch's `actions` column, so clipped actions stay clipped)."""
+    (it reads the batch's `actions` column, so clipped actions stay clipped).
+
+    Returns:
+      The stateless piece.
+    """
 
     def apply(episodes, batch, ctx):
         B, T = episodes.batch_size, episodes.max_len
@@ -94,6 +109,12 @@ def clip_actions_inside_bounds(margin: float = 1e-6) -> Connector:
     sampled, unclipped action of a Gaussian policy, so such data holds many. The env ran the
     clipped action, so the clipped one is also what the transition's reward and next
     observation belong to. Unbounded dimensions and other spaces pass through.
+
+    Args:
+      margin: how far inside the bounds, as a fraction of each half-width.
+
+    Returns:
+      The stateless piece.
     """
 
     def apply(episodes, batch, ctx):
@@ -113,7 +134,15 @@ def clip_actions_inside_bounds(margin: float = 1e-6) -> Connector:
 
 
 def clip_rewards(limit: float | None = 1.0, sign: bool = False) -> Connector:
-    """Clips `rewards` in the batch to `[-limit, limit]`, or to their sign (Atari style)."""
+    """Clips `rewards` in the batch to `[-limit, limit]`, or to their sign (Atari style).
+
+    Args:
+      limit: the bound (None: no clipping by value).
+      sign: replace each reward by its sign instead.
+
+    Returns:
+      The stateless piece.
+    """
     if not sign and limit is None:
         raise ValueError("clip_rewards needs a limit or sign=True")
 
@@ -138,7 +167,16 @@ def observation_buckets(obs, table_size: int):
     """`[B, T, ...]` observations -> `[B, T]` int32 hash buckets in `[0, table_size)` of their
     float32 bytes. Word i of an observation folds in as `h <- mix(h ^ (mix(w_i) + i))` from
     `h = 2166136261`; a `lax.scan` over the words keeps the compiled program the same size at 4
-    dims and at 4096 (an unrolled Python loop compiled for ~70 s at 1024 dims)."""
+    dims and at 4096 (an unrolled Python loop's compile time grows with the width: see the
+    benchmarks page's figures behind design choices).
+
+    Args:
+      obs: `[B, T, ...]` observations.
+      table_size: the number of buckets.
+
+    Returns:
+      `[B, T]` int32 bucket indices.
+    """
     words = jax.lax.bitcast_convert_type(obs.astype(jnp.float32), jnp.uint32)
     words = words.reshape(*obs.shape[:2], -1)
     salted = _mix(words) + jnp.arange(words.shape[-1], dtype=jnp.uint32)
@@ -159,6 +197,13 @@ def count_based_intrinsic_reward(table_size: int = 1 << 16, coeff: float = 1.0) 
     bytes, so the piece is jit-compatible; distinct observations that share a bucket share a
     count (rare below ~sqrt(table_size) distinct observations). The new rewards are written
     back into the episodes, so `add_columns` puts them into the batch, as in RLlib.
+
+    Args:
+      table_size: hash buckets of the count table.
+      coeff: the intrinsic reward's scale.
+
+    Returns:
+      The piece; its state is the count table.
     """
 
     def init(spaces):
@@ -197,6 +242,14 @@ def compact_rows(batch: dict, size: int | None = None, action_space=None) -> dic
     `[num_seqs, max_seq_len]` sequences, as RLlib does, and loses only the all-padding
     sequences (`seq_lens == 0`) that static shapes add: then each episode has exactly
     `ceil(length / max_seq_len)` sequences, RLlib's count.
+
+    Args:
+      batch: the flat learner batch, with `loss_mask`.
+      size: rows to keep (static, inside `jit`); None keeps exactly the valid rows (host).
+      action_space: the action space, for `rllib_dtypes` (host only).
+
+    Returns:
+      The compacted batch.
     """
     if "loss_mask" not in batch:
         raise KeyError("compact_rows needs the 'loss_mask' column (from add_columns)")
@@ -221,7 +274,15 @@ def compact_rows(batch: dict, size: int | None = None, action_space=None) -> dic
 def rllib_dtypes(batch: dict, action_space=None) -> dict:
     """Host columns with the dtypes of RLlib's train batches: `actions` of the action space's
     dtype (int64 for Discrete; inside `jit` without `jax_enable_x64` they are int32),
-    `terminateds` / `truncateds` / `loss_mask` bool, `rewards` float32, `seq_lens` int32."""
+    `terminateds` / `truncateds` / `loss_mask` bool, `rewards` float32, `seq_lens` int32.
+
+    Args:
+      batch: the host columns.
+      action_space: the action space whose dtype `actions` get (default: unchanged).
+
+    Returns:
+      The columns with RLlib's dtypes.
+    """
     out = dict(batch)
     spec = sp.to_spec(action_space) if action_space is not None else None
     if "actions" in out and spec is not None and not isinstance(spec, (sp.DictSpec,
@@ -242,7 +303,18 @@ def default_learner(spaces: Spaces, *custom: Connector, add_default_connectors: 
     set) then `state_in` per sequence (from `initial_state`, e.g. `policy.initial_state()`,
     where no recorded `state_out` precedes it) and the time axis, `[B * K, max_seq_len, ...]`.
     `add_default_connectors=False` keeps only the custom pieces (RLlib's
-    `add_default_connectors_to_learner_pipeline=False`)."""
+    `add_default_connectors_to_learner_pipeline=False`).
+
+    Args:
+      spaces: the env's observation and action spaces.
+      *custom: the user's pieces, run first.
+      add_default_connectors: append the default pieces after the custom ones.
+      max_seq_len: steps per sequence of a stateful module (None: stateless).
+      initial_state: a stateful module's initial state.
+
+    Returns:
+      The pipeline.
+    """
     if not add_default_connectors:
         return pipeline(*custom)
     stateful = [] if max_seq_len is None else [

@@ -29,6 +29,11 @@ class RunningStats(NamedTuple):
     scan episodes' totals in parallel. In float32 the mean keeps ~7 digits;
     with counts beyond ~1e7 the relative update `n / total` loses precision, so cast to
     float64 (`jax_enable_x64`) for longer runs.
+
+    Attributes:
+      count: how many observations were pushed.
+      mean: their mean, shaped like one observation.
+      m2: their sum of squared deviations from the mean.
     """
 
     count: jax.Array
@@ -45,13 +50,23 @@ class RunningStats(NamedTuple):
 
 
 def init_stats(shape) -> RunningStats:
+    """Empty float32 statistics of observations of `shape` (count 0).
+
+    Args:
+      shape: one observation's shape.
+    """
     return RunningStats(jnp.zeros((), jnp.float32), jnp.zeros(shape, jnp.float32),
                         jnp.zeros(shape, jnp.float32))
 
 
 def merge_stats(a: RunningStats, b: RunningStats) -> RunningStats:
     """The statistics of `a`'s data followed by `b`'s (Chan et al.); broadcasts over leading
-    axes, so it is the combine function of an associative scan."""
+    axes, so it is the combine function of an associative scan.
+
+    Args:
+      a: the statistics of the earlier data.
+      b: the statistics of the later data.
+    """
     total = a.count + b.count
     frac = expand(b.count / jnp.maximum(total, 1.0), a.mean)
     delta = b.mean - a.mean
@@ -71,13 +86,22 @@ def prefix_normalize(stats: RunningStats, x, pushed, clip: float | None = 10.0,
     (associative scan, small); then one loop along time carries each episode's running sums
     and normalizes column by column. The loop reads and writes the `[B, C, ...]` arrays in
     place, column `c` at a time (`fori_loop` with dynamic slices): a `lax.scan` would need
-    the data time-major: three full transposes (in, out, and back for the episodes) made the
-    CPU learner pipeline ~1.25x slower; an associative scan along time costs ~2 log2(C)
-    full-size passes, and closed-form cumulative sums on XLA's CPU backend lower to the same.
+    the data time-major: three full transposes (in, out, and back for the episodes), which
+    slowed the CPU learner pipeline (see `benchmarks/connector_throughput.py` on the
+    benchmarks page); an associative scan along time costs ~2 log2(C) full-size passes, and
+    closed-form cumulative sums on XLA's CPU backend lower to the same.
     Sums are of deviations from the episode's first pushed row: centring keeps
     `sum(y^2) - sum(y)^2 / n` clear of the cancellation raw sums of squares suffer in float32,
     and centring on a pushed row keeps runs of equal values (zero padding of stacked frames)
-    exactly at `m2 == 0`, as RLlib's one-by-one update does."""
+    exactly at `m2 == 0`, as RLlib's one-by-one update does.
+
+    Args:
+      stats: the statistics before these rows.
+      x: `[B, C, *shape]` rows, episode-major.
+      pushed: `[B, C]` True for the rows to push.
+      clip: normalized values are clipped to `[-clip, clip]` (None: not clipped).
+      axis_name: the device axis under `shard_map` / `pmap` (None: one device).
+    """
     xf = x.astype(jnp.float32)
     p = pushed.astype(jnp.float32)
     first = jnp.argmax(p, axis=1)                                    # first pushed column
@@ -129,7 +153,14 @@ def _reduce_stats(stats: RunningStats) -> RunningStats:
 
 
 def normalize(stats: RunningStats, x, clip: float | None = 10.0, eps: float = 1e-6):
-    """RLlib's `MeanStdFilter`: `(x - mean) / (std + 1e-6)`, clipped to `[-clip, clip]`."""
+    """RLlib's `MeanStdFilter`: `(x - mean) / (std + 1e-6)`, clipped to `[-clip, clip]`.
+
+    Args:
+      stats: the statistics.
+      x: the observations.
+      clip: the bound of the normalized values (None: not clipped).
+      eps: added to the std.
+    """
     out = (x - stats.mean) / (stats.std + eps)
     out = out if clip is None else jnp.clip(out, -clip, clip)
     return out.astype(x.dtype) if jnp.issubdtype(x.dtype, jnp.floating) else out
@@ -173,6 +204,16 @@ def mean_std_filter(update: bool = True, clip: float | None = 10.0,
     normalize with the given statistics. Pass `axis_name` inside `shard_map`/`pmap`: device
     d's episodes count after those of devices `< d`. The state (a pytree of `RunningStats`,
     one per Box leaf) is saved and restored with the learner's state.
+
+    Args:
+      update: push observations into the statistics (False: normalize with them only).
+      clip: normalized values are clipped to `[-clip, clip]` (None: not clipped).
+      as_learner_connector: push every step's observation (learner) instead of each episode's
+        latest (env-to-module).
+      axis_name: the device axis under `shard_map` / `pmap` (None: one device).
+
+    Returns:
+      The piece; its state is one `RunningStats` per Box leaf.
     """
 
     def init(spaces):

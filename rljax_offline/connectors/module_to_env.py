@@ -14,7 +14,14 @@ from rljax_offline.models.distributions import for_space
 def get_actions(distribution=None) -> Connector:
     """`actions` sampled (`ctx.explore` True, needs `ctx.rng`) or greedy (argmax / mean) from
     `action_dist_inputs`, and their `action_logp`. `distribution`: the module's action
-    distribution (default: RLlib's for the action space: categorical / diagonal Gaussian)."""
+    distribution (default: RLlib's for the action space: categorical / diagonal Gaussian).
+
+    Args:
+      distribution: the module's action distribution (default: the space's).
+
+    Returns:
+      The stateless piece.
+    """
 
     def apply(episodes, batch, ctx):
         if "action_dist_inputs" not in batch:
@@ -36,7 +43,15 @@ def get_actions(distribution=None) -> Connector:
 
 def clip_actions(clip: bool = True, unsquash: bool = False) -> Connector:
     """`actions_for_env`: Box actions clipped to the bounds, or (unsquash) mapped from [-1, 1]
-    onto them; other spaces pass through."""
+    onto them; other spaces pass through.
+
+    Args:
+      clip: clip Box actions to the bounds.
+      unsquash: map actions from [-1, 1] onto the bounds instead of clipping.
+
+    Returns:
+      The stateless piece.
+    """
 
     def apply(episodes, batch, ctx):
         spec = episodes.action_space_spec
@@ -56,7 +71,14 @@ def clip_actions(clip: bool = True, unsquash: bool = False) -> Connector:
 
 def module_outputs(policy) -> Connector:
     """Runs the policy on `obs` with `ctx.params`: `action_dist_inputs` (handy when a whole
-    env-to-module -> module -> module-to-env chain is jitted as one function)."""
+    env-to-module -> module -> module-to-env chain is jitted as one function).
+
+    Args:
+      policy: the policy `Module`.
+
+    Returns:
+      The stateless piece.
+    """
 
     def apply(episodes, batch, ctx):
         return episodes, {**batch, "action_dist_inputs": policy.apply(ctx.params, batch["obs"])}
@@ -68,7 +90,17 @@ def default_module_to_env(spaces: Spaces, *custom: Connector,
                           add_default_connectors: bool = True, distribution=None) -> Connector:
     """custom pieces -> sample/argmax `actions` (+ `action_logp`) -> `actions_for_env`.
     `add_default_connectors=False` keeps only the custom pieces; `distribution` is the
-    module's action distribution when it is not the space's default."""
+    module's action distribution when it is not the space's default.
+
+    Args:
+      spaces: the env's observation and action spaces.
+      *custom: the user's pieces, run first.
+      add_default_connectors: append the default pieces after the custom ones.
+      distribution: the module's action distribution (default: the space's).
+
+    Returns:
+      The pipeline.
+    """
     if not add_default_connectors:
         return pipeline(*custom)
     return pipeline(*custom, get_actions(distribution), clip_actions())

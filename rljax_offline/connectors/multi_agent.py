@@ -36,9 +36,15 @@ TERMINATEDS, TRUNCATEDS, AGENT_INDEX = "terminateds", "truncateds", "agent_index
 
 
 class ModuleBatch(NamedTuple):
-    """`data`: `{module_id: {column: array}}`; `structure`: `{module_id: [(eps_id,
-    agent_id), ...]}` in row order (RLlib's `memorized_map_structure`); `counts`: rows per
-    structure entry (1 each for env-to-module batches); `learner`: rows are agent steps."""
+    """A multi-agent batch mapped to modules, with what maps it back to agents.
+
+    Attributes:
+      data: `{module_id: {column: array}}`.
+      structure: `{module_id: [(eps_id, agent_id), ...]}` in row order (RLlib's
+        `memorized_map_structure`).
+      counts: rows per structure entry (1 each for env-to-module batches).
+      learner: the rows are agent steps (learner) rather than one per agent (env-to-module).
+    """
 
     data: dict
     structure: dict
@@ -49,7 +55,19 @@ class ModuleBatch(NamedTuple):
 def module_spaces(observation_space: dict, action_space: dict,
                   agent_to_module: Callable | dict) -> dict:
     """`{module_id: Spaces}` from per-agent spaces; agents mapped to one module must share
-    their spaces (`ModuleSpaceMismatchError` names both agents and the module)."""
+    their spaces (`ModuleSpaceMismatchError` names both agents and the module).
+
+    Args:
+      observation_space: agent id -> observation space.
+      action_space: agent id -> action space.
+      agent_to_module: `(agent_id, episode) -> module_id`, or a dict agent id -> module id.
+
+    Returns:
+      module id -> its `Spaces`.
+
+    Raises:
+      ModuleSpaceMismatchError: two agents of one module with different spaces.
+    """
     out: dict = {}
     owner: dict = {}
     for agent_id in observation_space:
@@ -72,7 +90,12 @@ def agent_items(episodes: Sequence[MultiAgentEpisode], *,
 
     Env-to-module: each agent that stepped last contributes its latest observation. Learner:
     every agent contributes its steps' observations, actions, rewards, done flags and model
-    outputs (RLlib's `AddColumnsFromEpisodesToTrainBatch`)."""
+    outputs (RLlib's `AddColumnsFromEpisodesToTrainBatch`).
+
+    Args:
+      episodes: the multi-agent episodes.
+      as_learner_connector: every step (learner) instead of each agent's latest observation.
+    """
     batch: dict = {}
 
     def add(column, key, items):
@@ -112,7 +135,14 @@ def agent_to_module_mapping(batch: dict, episodes: Sequence[MultiAgentEpisode], 
 
     Env-to-module keeps only agents that are to act (`get_agents_to_act()`). Each module
     gets an `agent_index` column: the agent's position in `agent_ids` (default: every agent
-    of the episodes, sorted)."""
+    of the episodes, sorted).
+
+    Args:
+      batch: the item batch `agent_items` made.
+      episodes: the multi-agent episodes it was made from.
+      as_learner_connector: the batch holds agent steps (learner).
+      agent_ids: the agents whose position is `agent_index` (default: all, sorted).
+    """
     if as_learner_connector:
         keep = None
     else:
@@ -150,7 +180,11 @@ def _stack(items: list) -> Any:
 
 def module_to_agent_unmapping(mb: ModuleBatch) -> dict:
     """Back to `{column: {(eps_id, agent_id, module_id): value}}`: one row per key for
-    env-to-module batches, the key's rows (an array) for learner batches."""
+    env-to-module batches, the key's rows (an array) for learner batches.
+
+    Args:
+      mb: the `ModuleBatch` (with the columns the module added).
+    """
     out: dict = {}
     for mid, cols in mb.data.items():
         keys, counts = mb.structure.get(mid, []), mb.counts.get(mid, [])
@@ -168,7 +202,12 @@ def module_to_agent_unmapping(mb: ModuleBatch) -> dict:
 def agent_one_hot(num_agents: int, column: str = OBS) -> Callable[[dict], dict]:
     """A pure (jit-able) function on one module's columns: `column` (a flat Box observation)
     gets the one-hot `agent_index` appended, so one shared network tells identical agents
-    apart."""
+    apart.
+
+    Args:
+      num_agents: the one-hot's width (the number of agent ids).
+      column: the observation column to extend.
+    """
 
     def apply(cols: dict) -> dict:
         oh = jax.nn.one_hot(cols[AGENT_INDEX], num_agents, dtype=cols[column].dtype)
@@ -178,7 +217,12 @@ def agent_one_hot(num_agents: int, column: str = OBS) -> Callable[[dict], dict]:
 
 
 def agent_one_hot_space(spec: Any, num_agents: int) -> sp.BoxSpec:
-    """The observation space after `agent_one_hot`: a flat Box `(d,)` becomes `(d + n,)`."""
+    """The observation space after `agent_one_hot`: a flat Box `(d,)` becomes `(d + n,)`.
+
+    Args:
+      spec: the flat Box observation spec.
+      num_agents: the one-hot's width.
+    """
     if not isinstance(spec, sp.BoxSpec) or len(spec.shape) != 1:
         raise ConfigError(f"agent_one_hot needs a flat Box observation space, got {spec}")
     low = tuple(np.broadcast_to(spec.low, spec.shape).tolist()) + (0.0,) * num_agents
@@ -192,7 +236,14 @@ def global_state_column(mb: ModuleBatch, episodes: Sequence[MultiAgentEpisode],
     """Adds the env's global state to every row: `states[eps_id]` holds one state per entry
     of the env-step map (lookback, then env steps `env_t_started .. env_t`); a learner row
     gets the state of the env step at which its observation was made, an env-to-module row
-    the latest."""
+    the latest.
+
+    Args:
+      mb: the `ModuleBatch`.
+      episodes: the multi-agent episodes its rows come from.
+      states: eps id -> the env's states.
+      column: the column to add.
+    """
     by_id = {ep.id_: ep for ep in episodes}
     data = {}
     for mid, cols in mb.data.items():
@@ -215,7 +266,14 @@ def apply_per_module(pipelines: dict, states: dict, batches: dict,
                      ctx: Context = EMPTY_CONTEXT) -> dict:
     """Runs each module's single-agent pipeline (a `Connector`) on its `EpisodeBatch` (one
     row per agent episode: each agent on its own timeline). Returns `{module_id: (episodes,
-    batch, state)}`."""
+    batch, state)}`.
+
+    Args:
+      pipelines: module id -> its single-agent pipeline.
+      states: module id -> that pipeline's state.
+      batches: module id -> its `EpisodeBatch` (`module_batches`).
+      ctx: the `Context`.
+    """
     out = {}
     for mid, episodes in batches.items():
         pipe: Connector = pipelines[mid]

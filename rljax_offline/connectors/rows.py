@@ -45,7 +45,18 @@ def episode_rows(apply: Callable, episodes: Sequence[Episode], connector_state: 
     order (episodes sorted by length; None where the pipeline's rows are not one block per
     episode, e.g. sequences). `params` reach the pieces through the context (on-policy pieces
     such as GAE read the value network). A column the pipeline does not make is a `KeyError`
-    naming `what` reads it and what the pipeline makes."""
+    naming `what` reads it and what the pipeline makes.
+
+    Args:
+      apply: the pipeline's `apply` (jitted or not).
+      episodes: the episodes to turn into rows.
+      connector_state: the pipeline's state.
+      columns: the columns to return.
+      fit: fit the state on `episodes` first.
+      params: module params, passed to the pieces through the context.
+      on_device: keep the rows on the default device.
+      what: who reads the columns, named by the `KeyError`.
+    """
     batches, groups, pads = _batches(episodes)
     if fit and jax.tree_util.tree_leaves(connector_state):
         for eb in batches:

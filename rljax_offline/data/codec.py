@@ -168,7 +168,14 @@ def _decode_tree(x: Any, stack_lists: bool) -> Any:
 
 
 def encode_state(state: dict) -> bytes:
-    """msgpack bytes of an episode state dict (RLlib's wire format)."""
+    """msgpack bytes of an episode state dict (RLlib's wire format).
+
+    Args:
+      state: an `Episode.get_state()` / RLlib `SingleAgentEpisode.get_state()` dict.
+
+    Returns:
+      The msgpack bytes (numpy arrays via msgpack-numpy), as RLlib stores them in a row.
+    """
     return msgpack.packb(state, default=_np_default, use_bin_type=True)
 
 
@@ -178,6 +185,20 @@ def decode_state(blob: bytes, *, file: str | None = None, row: int | None = None
 
     `stack_lists=True` returns per-step lists of arrays as one stacked array (what
     `Episode.from_state` builds anyway, many times faster); False keeps RLlib's exact layout.
+
+    Args:
+      blob: the bytes of one episode row.
+      file: the file the row comes from, named by errors.
+      row: the row's index in that file, named by errors.
+      stack_lists: return per-step lists of arrays as one stacked array.
+
+    Returns:
+      The state dict.
+
+    Raises:
+      UnsafePayloadError: an array msgpack-numpy would unpickle (object dtypes, which
+        could run code) or whose header does not match its bytes.
+      OfflineDataError: the bytes are not a msgpack state dict.
     """
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise OfflineDataError(f"episode payload must be bytes, got {type(blob).__name__}",
@@ -204,12 +225,34 @@ def decode_state(blob: bytes, *, file: str | None = None, row: int | None = None
 
 
 def encode_episode(episode: Episode, *, finalized: bool = True) -> bytes:
-    """One episode row. `finalized=False` writes RLlib recorder's per-step lists exactly."""
+    """One episode row. `finalized=False` writes RLlib recorder's per-step lists exactly.
+
+    Args:
+      episode: the episode to encode.
+      finalized: False writes RLlib recorder's per-step lists exactly; True (default) one array
+        per buffer, which decodes faster and RLlib reads as well.
+
+    Returns:
+      The row's bytes.
+    """
     return encode_state(episode.get_state(finalized=finalized))
 
 
 def decode_episode(blob: bytes, *, file: str | None = None, row: int | None = None) -> Episode:
-    """One episode row back into an `Episode`, with errors naming file and row."""
+    """One episode row back into an `Episode`, with errors naming file and row.
+
+    Args:
+      blob: the bytes of one episode row.
+      file: the file the row comes from, named by errors.
+      row: the row's index in that file, named by errors.
+
+    Returns:
+      The `Episode`.
+
+    Raises:
+      UnsafePayloadError: an array that would be unpickled or does not match its header.
+      OfflineDataError: the bytes are no episode state (the error names file and row).
+    """
     state = decode_state(blob, file=file, row=row, stack_lists=True)
     try:
         return Episode.from_state(state)

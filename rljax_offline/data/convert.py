@@ -36,6 +36,13 @@ def episodes_to_tabular(episodes: Iterable[Episode], *,
     Fixed-size observations become Arrow fixed-size lists (the per-row shape in the field
     metadata, as Ray's tensor columns carry it); columns named in `output_compress_columns`
     are stored as RLlib's `base64(lz4(pickle))` strings.
+
+    Args:
+      episodes: the episodes to flatten.
+      output_compress_columns: columns to store compressed (RLlib's option of that name).
+
+    Returns:
+      One Arrow table, one timestep a row.
     """
     return episodes_to_table(list(episodes), compress_columns=output_compress_columns)
 
@@ -51,6 +58,19 @@ def tabular_to_episodes(tables: pa.Table | Iterable[pa.Table], *,
     Every step is kept: the last row's `new_obs` becomes the episode's final observation.
     Columns outside RLlib's schema go into `extra_model_outputs`; `input_read_schema` maps
     our names onto foreign ones and a legacy `done` column becomes `terminateds`.
+
+    Args:
+      tables: one Arrow table or an iterable of them, in file order.
+      input_read_schema: our column name -> the table's (RLlib's option of that name).
+      observation_space: the observation space the episodes get (and are checked against).
+      name: what errors call the input (a file name).
+
+    Returns:
+      The episodes, in the order their first row appeared.
+
+    Raises:
+      OfflineDataError: a missing column or a row that does not fit its episode (the error
+        names the input and column).
     """
     return list(_iter_tables(tables, input_read_schema, observation_space, name))
 
@@ -72,6 +92,20 @@ def convert_dataset(input_: Any, output: str, *, to: str, input_read_schema: dic
 
     The input format is the opposite of `to` unless `input_read_episodes` says otherwise;
     `.json`/`.jsonl` inputs are read as RLlib's old SampleBatch JSON.
+
+    Args:
+      input_: files, folders, globs or URIs to read (`iter_episodes`' `input_`).
+      output: the folder to write under.
+      to: `"episodes"` (episode rows) or `"tabular"` (one timestep a row).
+      input_read_schema: our column name -> the input's, for tabular input.
+      input_read_episodes: the input holds episode rows (default: the opposite of `to`).
+      output_max_rows_per_file: rows per output file (None: one file).
+      on_bad_file: `"raise"` or `"skip"` an unreadable input file.
+      skipped: a `SkipReport` that collects what was skipped.
+      **write_options: more `EpisodeWriter` options.
+
+    Returns:
+      The files written.
     """
     if to not in ("episodes", "tabular"):
         raise ValueError(f"to must be 'episodes' or 'tabular', got {to!r}")
@@ -102,6 +136,14 @@ def convert_minari(input_: Any, output: str, *, to: str, env: Any = None,
     `to="minari"` writes the episodes of `input_` (any `iter_episodes` input) as the Minari
     dataset `output`; `to="episodes"`/`"tabular"` writes a Minari input as Parquet under
     `output`. Returns the files written (for Minari: its data folder).
+
+    Args:
+      input_: a Parquet input (`to="minari"`) or `"minari:DATASET_ID"`.
+      output: the Minari dataset id (`to="minari"`) or the output folder.
+      to: `"minari"`, `"episodes"` or `"tabular"`.
+      env: the env (id or instance) a new Minari dataset records, for its spaces and specs.
+      output_max_rows_per_file: rows per Parquet output file (None: one file).
+      **read_options: more `iter_episodes` options for a Parquet input.
     """
     if to == "minari":
         episodes = iter_episodes(input_, **read_options)

@@ -46,6 +46,13 @@ class DeviceData:
 
     `episode_starts` / `episode_lengths` (replicated, `[E]`): each episode's first valid row
     and its length, for episode sampling (empty when unknown).
+
+    Attributes:
+      columns: column name -> the rows, sharded on axis 0 over the devices.
+      episode_starts: `[E]` each episode's first valid row.
+      episode_lengths: `[E]` each episode's length.
+      block_counts: the real rows of each process's block.
+      block_rows: the rows of every block, padding included.
     """
 
     columns: dict
@@ -75,6 +82,14 @@ def sample_valid_rows(key: jax.Array, batch_size: int, num_rows: int,
       from its start, concatenated until the batch is full (the last one cut), so a batch
       holds whole stretches of behaviour, as an episode buffer gives them.
     Fixed shapes throughout (`batch_size` episode draws always suffice: each has >= 1 row).
+
+    Args:
+      key: the PRNG key.
+      batch_size: rows to draw.
+      num_rows: the valid rows.
+      episode_starts: `[E]` each episode's first valid row ("episodes" only).
+      episode_lengths: `[E]` each episode's length ("episodes" only).
+      unit: "timesteps" or "episodes".
     """
     if unit == "timesteps":
         return jax.random.randint(key, (batch_size,), 0, num_rows)
@@ -89,7 +104,13 @@ def sample_valid_rows(key: jax.Array, batch_size: int, num_rows: int,
 
 
 def padded_positions(valid: jax.Array, block_counts: tuple, block_rows: int) -> jax.Array:
-    """Valid-row indices -> positions in the block layout of `DeviceData`."""
+    """Valid-row indices -> positions in the block layout of `DeviceData`.
+
+    Args:
+      valid: valid-row indices.
+      block_counts: the real rows of each block.
+      block_rows: the rows of every block, padding included.
+    """
     if len(block_counts) == 1:
         return valid
     counts = jnp.asarray(block_counts, valid.dtype)
@@ -103,7 +124,13 @@ def gather_rows(shard: dict, positions: jax.Array, axis_name: str | None) -> dic
     `[B]` vector) from row-sharded data: each device takes the rows it owns (zeros
     elsewhere) and a reduce-scatter over `axis_name` sums them into each device's slice.
     Exactly one term of each sum is non-zero, so the rows arrive bit for bit. With no axis
-    (one device, plain jit) the rows are taken directly."""
+    (one device, plain jit) the rows are taken directly.
+
+    Args:
+      shard: this device's rows, column name -> array.
+      positions: `[B]` the global batch's positions (the same on every device).
+      axis_name: the device axis (None: one device).
+    """
     if axis_name is None:
         return jax.tree_util.tree_map(lambda x: jnp.take(x, positions, axis=0), shard)
     rows = jax.tree_util.tree_leaves(shard)[0].shape[0]

@@ -54,6 +54,18 @@ def resolve_files(input_: Any, *, filesystem: Any = None,
     URI, or a list of these) as sorted `(filesystem, path)` pairs.
 
     Temp files of unfinished writes (hidden names) are never listed.
+
+    Args:
+      input_: a path, folder, glob or URI (`s3://`, `gs://`, ...), or a list of them.
+      filesystem: a `pyarrow.fs.FileSystem`, or a name (`"s3"`, `"gcs"`); default: inferred
+        from each URI (local paths: the local filesystem).
+      filesystem_kwargs: keyword arguments that build `filesystem` from its name.
+
+    Returns:
+      `(filesystem, path)` pairs, sorted by path.
+
+    Raises:
+      OfflineDataError: a path that does not exist or holds no Parquet file.
     """
     items: Sequence = [input_] if isinstance(input_, (str, os.PathLike)) else list(input_ or [])
     if not items:
@@ -88,6 +100,12 @@ def resolve_files(input_: Any, *, filesystem: Any = None,
 
 
 def display_name(fs: Any, path: str) -> str:
+    """`path` as a user wrote it, with its URI scheme (`s3://`, `gs://`) for remote storage.
+
+    Args:
+      fs: the file's filesystem.
+      path: its path on that filesystem.
+    """
     scheme = {"s3": "s3://", "gcs": "gs://"}.get(getattr(fs, "type_name", ""), "")
     return scheme + path
 
@@ -112,7 +130,12 @@ def _pid_alive(pid: int) -> bool:
 
 def clean_stale_temps(fs: Any, folder: str) -> list[str]:
     """Removes temp files under `folder` (local disks) left by killed writers of this host
-    whose process no longer runs; returns them. Live writers' temp files are kept."""
+    whose process no longer runs; returns them. Live writers' temp files are kept.
+
+    Args:
+      fs: the folder's filesystem (only a local one is cleaned).
+      folder: the output folder.
+    """
     if not isinstance(fs, pafs.LocalFileSystem) or not os.path.isdir(folder):
         return []
     removed = []
@@ -163,7 +186,15 @@ def _publish(fs: Any, tmp: str, path: str) -> None:
 def atomic_output(fs: Any, path: str) -> Iterator[Any]:
     """Yields a writable stream to a hidden temp file beside `path`, published as `path` only
     when the block finishes; on error the temp file is removed. A reader never sees half a
-    file, and an existing file at `path` is never replaced (`OutputExistsError`)."""
+    file, and an existing file at `path` is never replaced (`OutputExistsError`).
+
+    Args:
+      fs: the filesystem to write on.
+      path: the file's final path.
+
+    Raises:
+      OutputExistsError: a file already exists at `path`.
+    """
     folder, name = os.path.split(path)
     tmp = _temp_name(folder, name)
     fs.create_dir(folder, recursive=True) if folder else None
@@ -183,7 +214,13 @@ def atomic_output(fs: Any, path: str) -> Iterator[Any]:
 
 
 def as_data_error(e: BaseException, name: str, what: str = "cannot be read") -> OfflineDataError:
-    """`e` raised while reading file `name` as our named error (named errors pass through)."""
+    """`e` raised while reading file `name` as our named error (named errors pass through).
+
+    Args:
+      e: the exception raised while reading.
+      name: the file's display name.
+      what: what went wrong, completing "file NAME ...".
+    """
     if isinstance(e, OfflineDataError):
         return e
     text = str(e).splitlines()[0][:300] if str(e) else ""
@@ -199,7 +236,12 @@ def as_data_error(e: BaseException, name: str, what: str = "cannot be read") -> 
 
 
 def open_parquet(fs: Any, path: str) -> pq.ParquetFile:
-    """A Parquet file to read, its page checksums verified; a named error if it is not one."""
+    """A Parquet file to read, its page checksums verified; a named error if it is not one.
+
+    Args:
+      fs: the file's filesystem.
+      path: its path.
+    """
     name = display_name(fs, path)
     try:
         return pq.ParquetFile(fs.open_input_file(path), page_checksum_verification=True)

@@ -20,6 +20,14 @@ def inspect_dataset(input_: Any, **read_options) -> dict:
     outside the action space's bounds (data RLlib records: it clips only what it sends to the
     env) and how far beyond its bound the farthest one lies. Streams the episodes once, so it
     works on data sets larger than memory.
+
+    Args:
+      input_: what `iter_episodes` reads (files, folders, globs, URIs).
+      **read_options: more `iter_episodes` options (`input_read_episodes=False` for tabular
+        rows, ...).
+
+    Returns:
+      A JSON-ready dict of the figures (what `rljax-offline inspect` prints).
     """
     files = resolve_files(input_, filesystem=read_options.get("input_filesystem"),
                           filesystem_kwargs=read_options.get("input_filesystem_kwargs"))

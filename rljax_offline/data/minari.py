@@ -35,7 +35,11 @@ PREFIX = "minari:"
 
 
 def is_minari_input(input_: Any) -> bool:
-    """True for `"minari:DATASET_ID"` (or `"minari:/path/to/dataset"`) inputs."""
+    """True for `"minari:DATASET_ID"` (or `"minari:/path/to/dataset"`) inputs.
+
+    Args:
+      input_: any reader input.
+    """
     return isinstance(input_, str) and input_.startswith(PREFIX)
 
 
@@ -68,7 +72,14 @@ def _data_path(source: str) -> str:
 
 
 def load_minari_dataset(source: str):
-    """The `minari.MinariDataset` behind `"minari:DATASET_ID"`, an id, or a dataset path."""
+    """The `minari.MinariDataset` behind `"minari:DATASET_ID"`, an id, or a dataset path.
+
+    Args:
+      source: `"minari:DATASET_ID"`, a dataset id, or a path to a dataset folder.
+
+    Returns:
+      The `minari.MinariDataset`.
+    """
     minari = _minari()
     path = _data_path(source)
     try:
@@ -78,7 +89,11 @@ def load_minari_dataset(source: str):
 
 
 def minari_spaces(source: str) -> tuple[gym.Space, gym.Space]:
-    """`(observation_space, action_space)` of a Minari dataset."""
+    """`(observation_space, action_space)` of a Minari dataset.
+
+    Args:
+      source: `"minari:DATASET_ID"`, a dataset id, or a path to a dataset folder.
+    """
     ds = load_minari_dataset(source)
     return ds.observation_space, ds.action_space
 
@@ -196,8 +211,23 @@ def write_minari(episodes: Iterable[Episode], dataset_id: str, *, env: Any = Non
     episodes, else from `env` (an id or a gymnasium env; it is also recorded as the dataset's
     env spec, so `dataset.recover_environment()` works).
 
+    Args:
+      episodes: the episodes to write (single-agent).
+      dataset_id: the Minari id (`namespace/name-v0`).
+      env: the env id or instance: spaces when none are given, and the recorded env spec.
+      observation_space: the dataset's observation space.
+      action_space: the dataset's action space.
+      data_format: Minari's storage format (`"arrow"` or `"hdf5"`).
+      algorithm_name: recorded in the dataset's metadata.
+      author: recorded in the dataset's metadata.
+      description: recorded in the dataset's metadata.
+
     Returns:
-      the `minari.MinariDataset`.
+      The `minari.MinariDataset`.
+
+    Raises:
+      TypeError: an item that is no `Episode`.
+      ValueError: no spaces given and none found in the episodes or the env.
     """
     minari = _minari()
     dataset_id = dataset_id[len(PREFIX):] if is_minari_input(dataset_id) else dataset_id
@@ -222,7 +252,11 @@ def write_minari(episodes: Iterable[Episode], dataset_id: str, *, env: Any = Non
 
 def minari_summary(source: str) -> dict:
     """What `rljax-offline inspect` prints for a Minari dataset: counts, return and length
-    statistics, spaces and the recorded env."""
+    statistics, spaces and the recorded env.
+
+    Args:
+      source: `"minari:DATASET_ID"`, a dataset id, or a path to a dataset folder.
+    """
     ds = load_minari_dataset(source)
     returns, lengths, done = [], [], 0
     outside: dict = {}

@@ -125,7 +125,15 @@ def _per_step_list(b: bytes, i: int, check_map) -> tuple[np.ndarray, int] | None
 
 def decode_with_scan(blob: bytes, check_map, decode_tree) -> dict | None:
     """Decodes one episode row with its per-step lists vectorised; None when it does not fit
-    the pattern (the caller then decodes it the general way)."""
+    the pattern (the caller then decodes it the general way).
+
+    Args:
+      blob: the row's bytes.
+      check_map: validates one msgpack-numpy map and returns its dtype, shape and whether
+        it is an array (raises on a refused one).
+      decode_tree: `(state, stack_lists) -> state`, the general decoder, applied to the
+        rest of the row.
+    """
     blob = bytes(blob)
     if _PER_STEP_LIST.search(blob) is None:  # nothing to scan: a walk would find no list
         return None

@@ -59,7 +59,12 @@ _SKIP_CODE = -1
 
 
 def schema_metadata(kind: str, episode: MultiAgentEpisode | None) -> dict[bytes, bytes]:
-    """Key-value metadata of an `agents` or `env` file: version, layout, spaces, columns."""
+    """Key-value metadata of an `agents` or `env` file: version, layout, spaces, columns.
+
+    Args:
+      kind: `"agents"` or `"env"`.
+      episode: an episode whose spaces are recorded (None: none).
+    """
     first = None
     if episode is not None and episode.agent_episodes:
         first = next(iter(episode.agent_episodes.values()))
@@ -80,7 +85,11 @@ def _map_entries(codes) -> tuple:
 
 
 def agent_rows(ep: MultiAgentEpisode) -> pa.Table:
-    """The agent rows of one multi-agent episode (chunk), in `agent_episodes` order."""
+    """The agent rows of one multi-agent episode (chunk), in `agent_episodes` order.
+
+    Args:
+      ep: the multi-agent episode.
+    """
     cols: dict[str, list] = {f.name: [] for f in AGENT_SCHEMA}
     for a, sa in ep.agent_episodes.items():
         cols["item"].append(encode_episode(with_rllib_action_dtype(sa), finalized=True))
@@ -103,7 +112,12 @@ def agent_rows(ep: MultiAgentEpisode) -> pa.Table:
 
 
 def env_record(ep: MultiAgentEpisode, global_state: Any = None) -> pa.Table:
-    """The env record of one multi-agent episode (chunk)."""
+    """The env record of one multi-agent episode (chunk).
+
+    Args:
+      ep: the multi-agent episode.
+      global_state: the env's states per env step, or None.
+    """
     unjoined = {a: float(r) for a, r in ep.hanging_rewards_begin.items()
                 if a not in ep.agent_episodes}
     state = None
@@ -128,7 +142,14 @@ def _as_numpy(tree: Any) -> Any:
 def episode_from_rows(rows: list[dict], record: dict | None, *, file: str,
                       first_row: int) -> MultiAgentEpisode:
     """One multi-agent episode from its agent rows (dicts of the agent columns, in order)
-    and its env record; errors name the file, row and agent."""
+    and its env record; errors name the file, row and agent.
+
+    Args:
+      rows: the episode's agent rows.
+      record: its env record (None when the file has none).
+      file: the file, named by errors.
+      first_row: the row of `rows[0]` in that file, named by errors.
+    """
     ma_id = rows[0]["multi_agent_episode_id"]
     if record is None:
         raise OfflineDataError(f"multi-agent episode {ma_id!r} (env_t_started "

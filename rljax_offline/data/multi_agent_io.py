@@ -56,6 +56,7 @@ class MultiAgentEpisodeWriter:
       max_episodes_per_file: start a new file pair after this many multi-agent episodes.
       row_group_size: multi-agent episodes per row group.
       compression: Parquet compression codec.
+      filesystem: a `pyarrow.fs.FileSystem` (default: inferred from `path`).
     """
 
     def __init__(self, path: str, *, max_episodes_per_file: int | None = None,
@@ -163,7 +164,16 @@ class MultiAgentEpisodeWriter:
 
 def write_multi_agent_episodes(episodes: Iterable[MultiAgentEpisode], path: str,
                                **options) -> list[str]:
-    """Writes multi-agent episodes under `path`; returns the files."""
+    """Writes multi-agent episodes under `path`; returns the files.
+
+    Args:
+      episodes: the multi-agent episodes.
+      path: the output folder.
+      **options: `MultiAgentEpisodeWriter`'s options.
+
+    Returns:
+      The files written.
+    """
     with MultiAgentEpisodeWriter(path, **options) as writer:
         for ep in episodes:
             writer.write(ep)
@@ -187,7 +197,16 @@ def _env_records(fs: Any, path: str) -> list[dict]:
 
 def iter_multi_agent_episodes(path: str, *, filesystem: Any = None,
                               batch_rows: int = 256) -> Iterator[MultiAgentEpisode]:
-    """Streams the multi-agent episodes under `path` (file pairs in name order)."""
+    """Streams the multi-agent episodes under `path` (file pairs in name order).
+
+    Args:
+      path: the folder `MultiAgentEpisodeWriter` wrote (local path or URI).
+      filesystem: a `pyarrow.fs.FileSystem` (default: inferred from `path`).
+      batch_rows: agent rows read at a time (bounds memory).
+
+    Yields:
+      `MultiAgentEpisode`s, in file order.
+    """
     fs, root = _filesystem(path, filesystem, None)
     selector = __import__("pyarrow.fs", fromlist=["FileSelector"]).FileSelector(
         f"{root}/agents", allow_not_found=True)
@@ -252,5 +271,13 @@ def _episodes_of_agents_file(fs, path, name, records, batch_rows):
 
 
 def read_multi_agent_episodes(path: str, **options) -> list[MultiAgentEpisode]:
-    """Every multi-agent episode under `path`."""
+    """Every multi-agent episode under `path`.
+
+    Args:
+      path: the folder `MultiAgentEpisodeWriter` wrote.
+      **options: `iter_multi_agent_episodes`' options.
+
+    Returns:
+      The episodes as a list.
+    """
     return list(iter_multi_agent_episodes(path, **options))

@@ -33,7 +33,13 @@ from rljax_offline.errors import OfflineDataError
 
 
 def agent_rows_table(ep: MultiAgentEpisode, agent_id, agent_index: int) -> pa.Table:
-    """One agent's steps as tabular rows with `agent_index` and `env_t`."""
+    """One agent's steps as tabular rows with `agent_index` and `env_t`.
+
+    Args:
+      ep: the multi-agent episode.
+      agent_id: the agent.
+      agent_index: its position among the episode's agents, sorted.
+    """
     sa = with_rllib_action_dtype(ep.agent_episodes[agent_id])
     n = len(sa)
     table = episodes_to_table([sa])
@@ -52,7 +58,19 @@ def agent_rows_table(ep: MultiAgentEpisode, agent_id, agent_index: int) -> pa.Ta
 def write_multi_agent_tabular(episodes: Iterable[MultiAgentEpisode], path: str, *,
                               filesystem=None) -> list[str]:
     """Writes `<path>/<module_id>/ma_tabular_<run id>.parquet`, one atomic file per module;
-    returns the files."""
+    returns the files.
+
+    Each module's folder is a plain tabular data set (see the module docstring): the
+    single-agent tabular readers read it, one episode per agent.
+
+    Args:
+      episodes: the multi-agent episodes.
+      path: the output folder.
+      filesystem: a `pyarrow.fs.FileSystem` (default: inferred from `path`).
+
+    Returns:
+      The files written.
+    """
     fs, root = _filesystem(path, filesystem, None)
     by_module: dict = {}
     first: dict = {}

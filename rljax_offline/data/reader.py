@@ -175,6 +175,17 @@ def iter_episodes(input_: Any, *, input_read_episodes: bool = True,
         given, the space stored with the episode): see `data.validate`.
       action_space: the same for the actions.
       skipped: a `SkipReport` that collects what "skip" mode skipped and why.
+      seed: the shuffle buffer's seed (the same seed, the same order).
+      max_workers: threads that read files at once (default: 1 locally, more for remote
+        storage, where reads wait on the network).
+
+    Yields:
+      Episodes, in file order or shuffled.
+
+    Raises:
+      OfflineDataError: an unreadable file, row or column (with `on_bad_file="raise"`); the
+        error names the file (and row and column where known).
+      ValueError: `start < 0` or `process_index` outside `[0, process_count)`.
     """
     if start < 0:
         raise ValueError(f"start must be >= 0, got {start}")
@@ -218,7 +229,15 @@ def _read_ahead(stream: Iterator[Episode], prefetch: int) -> Iterator[Episode]:
 def read_episodes(input_: Any, **options) -> list[Episode]:
     """Every episode of `input_` in memory (RLlib's `materialize_data`); see `iter_episodes`.
     The cycle collector waits meanwhile (`gc_pause`: msgpack's garbage has no cycles); a
-    stream does not pause it, its reads going on beside the training for hours."""
+    stream does not pause it, its reads going on beside the training for hours.
+
+    Args:
+      input_: what `iter_episodes` reads.
+      **options: `iter_episodes`' options.
+
+    Returns:
+      The episodes as a list.
+    """
     with gc_pause.paused():
         return list(iter_episodes(input_, **options))
 

@@ -15,8 +15,8 @@ code does no Python-side validation):
 * `can_sample(state) -> bool`: whether any row is filled.
 
 All four are `jax.jit`-compatible (`add` donates the old state best: `jax.jit(buffer.add,
-donate_argnums=0)` writes in place). Why not flashbax's item buffer: see the README
-("SAC", the replay buffer), measured by `benchmarks/replay_buffer.py`.
+donate_argnums=0)` writes in place). Why not flashbax's item buffer: see the SAC guide
+(the replay buffer), with the timings of `benchmarks/replay_buffer.py`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,13 @@ import jax.numpy as jnp
 @dataclasses.dataclass(frozen=True)
 class ReplayState:
     """The ring: `columns` (`[capacity, ...]` each), the next write `position` and how many
-    rows are filled (`size`, at most the capacity)."""
+    rows are filled (`size`, at most the capacity).
+
+    Attributes:
+      columns: column name -> `[capacity, ...]` array.
+      position: the slot the next row is written to.
+      size: how many slots are filled (at most the capacity).
+    """
 
     columns: dict
     position: jax.Array
@@ -43,7 +49,16 @@ class ReplayState:
 
 
 class ReplayBuffer(NamedTuple):
-    """The pure functions of a replay buffer (see the module docstring)."""
+    """The pure functions of a replay buffer (see the module docstring).
+
+    Attributes:
+      init: `init(example) -> ReplayState`, an empty ring shaped like one row of `example`.
+      add: `add(state, rows, count=None) -> ReplayState`, writes the first `count` rows.
+      sample: `sample(state, key) -> batch`, `batch_size` filled rows drawn uniformly.
+      can_sample: `can_sample(state) -> bool`, whether any row is filled.
+      capacity: the ring's number of rows.
+      batch_size: rows per sample.
+    """
 
     init: Callable[[dict], ReplayState]
     add: Callable[..., ReplayState]
@@ -55,7 +70,25 @@ class ReplayBuffer(NamedTuple):
 
 def make_replay_buffer(*, capacity: int, batch_size: int) -> ReplayBuffer:
     """A uniform replay buffer of `capacity` rows sampling `batch_size` rows at a time;
-    a `ValueError` here for a non-positive or non-int argument (never in traced code)."""
+    a `ValueError` here for a non-positive or non-int argument (never in traced code).
+
+    Args:
+      capacity: rows the ring holds; the oldest are overwritten once it is full.
+      batch_size: rows each `sample` draws.
+
+    Returns:
+      The `ReplayBuffer`.
+
+    Raises:
+      ValueError: an argument that is not a positive int.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> buf = make_replay_buffer(capacity=4, batch_size=2)
+        >>> state = buf.add(buf.init({"obs": jnp.zeros((1, 3))}), {"obs": jnp.ones((3, 3))})
+        >>> int(state.size), buf.sample(state, jax.random.PRNGKey(0))["obs"].shape
+        (3, (2, 3))
+    """
     for name, v in (("capacity", capacity), ("batch_size", batch_size)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"make_replay_buffer: {name} must be a positive int, got {v!r}")

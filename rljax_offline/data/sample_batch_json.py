@@ -140,6 +140,19 @@ def read_sample_batch_json(path: str, *, on_bad_file: str = "raise",
 
     `on_bad_file="skip"` checks the whole file first and yields nothing from a file with a bad
     line (its `(file, reason)` goes to `skipped`), so a file is used whole or not at all.
+
+    Args:
+      path: the JSON-lines file (one `SampleBatch` dict a line, RLlib's old output format).
+      on_bad_file: `"raise"` on a bad line, or `"skip"` the file.
+      skipped: a list (e.g. a `SkipReport`) that collects `(file, reason)` of skipped files.
+
+    Yields:
+      Episodes: each batch line's rows split where `eps_id` changes (per agent in a
+      multi-agent batch).
+
+    Raises:
+      OfflineDataError: a line that is no batch, or a bad column (with `on_bad_file="raise"`;
+        the error names the file, line and column).
     """
     if on_bad_file not in ("raise", "skip"):
         raise ValueError(f"on_bad_file must be 'raise' or 'skip', got {on_bad_file!r}")

@@ -150,7 +150,12 @@ def stream_batches(read_epoch: Callable[[int, int], Iterator[Episode]],
 
 class CursorTracker:
     """Iterates the batches of a `(batch, cursor)` iterator and keeps the cursor of the last
-    batch taken (the consumer's position, not the producer's)."""
+    batch taken (the consumer's position, not the producer's).
+
+    Args:
+      source: the `(batch, cursor)` iterator.
+      cursor: the cursor before the first batch.
+    """
 
     def __init__(self, source: Iterator[tuple[Any, StreamCursor]], cursor: StreamCursor):
         self.source, self.cursor = source, cursor

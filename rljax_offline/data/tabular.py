@@ -65,7 +65,20 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
 
 
 def unpack_compressed(value: str | bytes) -> np.ndarray:
-    """Decodes one RLlib-compressed cell safely; raises `ValueError` on anything else."""
+    """Decodes one RLlib-compressed cell safely; raises `ValueError` on anything else.
+
+    Never unpickles anything but plain numeric arrays, and bounds decompression whatever the
+    frame header claims (see the module docstring).
+
+    Args:
+      value: a cell RLlib wrote with `pack` (`base64(lz4(pickle(array)))`), as str or bytes.
+
+    Returns:
+      The array.
+
+    Raises:
+      ValueError: a cell that is not such an array, or that would decompress beyond the bound.
+    """
     import lz4.frame
 
     try:
@@ -92,7 +105,14 @@ def unpack_compressed(value: str | bytes) -> np.ndarray:
 
 
 def pack_compressed(arr: np.ndarray) -> str:
-    """RLlib's compressed cell for one array (readable by RLlib's `unpack`)."""
+    """RLlib's compressed cell for one array (readable by RLlib's `unpack`).
+
+    Args:
+      arr: the array of one cell.
+
+    Returns:
+      The `base64(lz4(pickle))` string RLlib's `unpack` reads.
+    """
     import lz4.frame
 
     return base64.b64encode(lz4.frame.compress(pickle.dumps(np.asarray(arr), protocol=5))
@@ -333,7 +353,16 @@ def iter_tabular_episodes(files, *, input_read_schema: dict | None = None,
                           on_bad_file: str = "raise", skipped: list | None = None,
                           observation_space: Any = None, action_space: Any = None
                           ) -> Iterator[Episode]:
-    """Episodes from tabular files, rows grouped by `eps_id` in time order across files."""
+    """Episodes from tabular files, rows grouped by `eps_id` in time order across files.
+
+    Args:
+      files: `(filesystem, path)` pairs, in order.
+      input_read_schema: our column name -> the files'.
+      on_bad_file: `"raise"` or `"skip"` an unreadable file.
+      skipped: collects `(file, reason)` of skipped files (and dropped episodes).
+      observation_space: the space observations are checked against.
+      action_space: the space actions are checked against.
+    """
 
     asm = _Assembler(observation_space, action_space)
     for fs, path in files:
@@ -384,7 +413,15 @@ def _tensor_array(values: np.ndarray, compress: bool) -> tuple[pa.Array, dict | 
 
 def episodes_to_table(episodes: list[Episode], compress_columns: list[str] | None = None
                       ) -> pa.Table:
-    """Episodes as RLlib's tabular rows (lookback excluded), tensors as fixed-size lists."""
+    """Episodes as RLlib's tabular rows (lookback excluded), tensors as fixed-size lists.
+
+    Args:
+      episodes: the episodes to flatten.
+      compress_columns: columns stored as RLlib's compressed strings (`pack_compressed`).
+
+    Returns:
+      One Arrow table, one timestep a row.
+    """
     compress = set(compress_columns or [])
     parts: dict[str, list] = {}
     for ep in episodes:

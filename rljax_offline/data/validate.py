@@ -104,7 +104,23 @@ def _walk(values: Any, spec: Any, what: str, loc, column) -> None:
 def check_episode(episode: Any, *, observation_space: Any = None, action_space: Any = None,
                   file: str | None = None, row: int | None = None,
                   line: int | None = None) -> None:
-    """Raises `OfflineDataError` when `episode` holds values its spaces do not allow."""
+    """Raises `OfflineDataError` when `episode` holds values its spaces do not allow.
+
+    Readers call it for every episode, so data outside its spaces (NaN observations, actions
+    past a Discrete space's size) fails where it is read, naming where it sits, and never
+    reaches a loss.
+
+    Args:
+      episode: the `Episode` to check.
+      observation_space: the space the observations must lie in (default: the episode's own).
+      action_space: the space the actions must lie in (default: the episode's own).
+      file: the file the episode came from, named by the error.
+      row: its row in that file.
+      line: its line (JSON input).
+
+    Raises:
+      OfflineDataError: a value outside its space, naming the file, row or line and column.
+    """
     loc = {"file": file, "row": row, "line": line}
     rewards = _numeric(episode.rewards, "rewards", loc, "rewards")
     if rewards.dtype.kind == "f" and not np.isfinite(rewards).all():
@@ -125,6 +141,11 @@ def actions_outside_bounds(actions: Any, spec: Any, path: str = "actions") -> di
 
     A step counts once when any of its dimensions lies outside `[low, high]`; the distance is
     how far the farthest dimension lies beyond its bound (0.0 when none does).
+
+    Args:
+      actions: the episode's actions (a pytree for Dict/Tuple spaces).
+      spec: the action space's spec.
+      path: the column name of the top level.
     """
     spec = sp.to_spec(spec)
     if isinstance(spec, sp.DictSpec):

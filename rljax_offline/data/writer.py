@@ -52,6 +52,13 @@ def new_run_id() -> str:
 
 
 def file_metadata(layout: str, episode: Episode | None) -> dict[bytes, bytes]:
+    """The Parquet key-value metadata of a file we write: format version, layout and the
+    spaces of `episode` where it carries them.
+
+    Args:
+      layout: the file's layout name.
+      episode: an episode whose spaces are recorded (None: none).
+    """
     meta = {"format_version": FORMAT_VERSION, "layout": layout}
     if episode is not None:
         for name, spec in (("observation_space", episode.observation_space_spec),
@@ -63,7 +70,11 @@ def file_metadata(layout: str, episode: Episode | None) -> dict[bytes, bytes]:
 
 def with_rllib_action_dtype(episode: Episode) -> Episode:
     """Discrete actions as int32, the dtype RLlib records them with (numpy scalars or arrays
-    in episode rows, an int32 column in tabular rows); other actions unchanged."""
+    in episode rows, an int32 column in tabular rows); other actions unchanged.
+
+    Args:
+      episode: the episode.
+    """
     actions, spec = episode.actions, episode.action_space_spec
     discrete = isinstance(spec, sp.DiscreteSpec) or (
         spec is None and isinstance(actions, np.ndarray) and actions.ndim == 1)
@@ -85,6 +96,25 @@ class EpisodeWriter:
     `<path>/cartpoleenv/run-000001-00001/...` (one run folder per written file).
 
     File names hold `run_id` (default: a new `new_run_id()`), so writers never collide.
+
+    Args:
+      path: the output folder (local path or URI).
+      output_write_episodes: episode rows (True) or tabular rows (False).
+      output_max_rows_per_file: rows per file (None: one file).
+      output_compress_columns: tabular columns stored as RLlib's compressed strings.
+      compression: the Parquet codec.
+      rllib_layout: write RLlib recorder's per-step lists exactly (slower to read).
+      row_group_size: rows buffered per row group.
+      row_group_bytes: bytes buffered at most before a row group is written.
+      filesystem: a `pyarrow.fs.FileSystem` or a name (`"s3"`, `"gcs"`); default: from `path`.
+      filesystem_kwargs: keyword arguments that build `filesystem` from its name.
+      file_prefix: the file names' prefix.
+      rllib_folders: an env name: lay files out in RLlib's `<env>/run-.../` folders.
+      env_runner_index: the runner index in RLlib's run-folder names.
+      run_id: the id in the file names (default: `new_run_id()`).
+
+    Raises:
+      ValueError: `output_max_rows_per_file` that is not a positive int.
 
     Example:
         >>> with EpisodeWriter("/tmp/cartpole", output_max_rows_per_file=100) as w:
@@ -228,7 +258,16 @@ class EpisodeWriter:
 
 
 def write_episodes(episodes: Iterable[Episode], path: str, **options) -> list[str]:
-    """Writes episodes under `path` (see `EpisodeWriter` for the options); returns the files."""
+    """Writes episodes under `path` (see `EpisodeWriter` for the options); returns the files.
+
+    Args:
+      episodes: the episodes to write.
+      path: the output folder.
+      **options: `EpisodeWriter`'s options.
+
+    Returns:
+      The files written.
+    """
     with EpisodeWriter(path, **options) as writer:
         writer.write_many(episodes)
     return writer.close()

@@ -25,7 +25,13 @@ _Ep = TypeVar("_Ep", bound="EpisodeAccess")  # the host class: a setter returns 
 
 
 def as_data(data: Any, spec: sp.SpaceSpec | None, what: str) -> Any:
-    """Lists hold per-step items (RLlib's non-finalized layout); anything else is stacked."""
+    """Lists hold per-step items (RLlib's non-finalized layout); anything else is stacked.
+
+    Args:
+      data: a list of per-step items, or arrays (pytrees) with the step on axis 0.
+      spec: the space's spec (structures the stacking of Dict/Tuple items; None: as given).
+      what: the field's name, for errors.
+    """
     if data is None or (isinstance(data, list) and not data):
         if spec is not None:
             return sp.empty_data(spec)
@@ -37,6 +43,11 @@ def as_data(data: Any, spec: sp.SpaceSpec | None, what: str) -> Any:
 
 
 def num_items(data: Any) -> int:
+    """The leading (item) axis of a pytree of arrays.
+
+    Args:
+      data: the pytree.
+    """
     return jax.tree_util.tree_leaves(data)[0].shape[0]
 
 

@@ -40,7 +40,21 @@ _STATIC_FIELDS = ("max_len", "len_lookback_buffer", "observation_space_spec",
 
 @dataclasses.dataclass(frozen=True)
 class EpisodeMeta:
-    """Per-episode host data that jit cannot carry (kept for `to_episodes`)."""
+    """Per-episode host data that jit cannot carry (kept for `to_episodes`).
+
+    One entry per episode of the batch in each field, in batch order; padding episodes have
+    none.
+
+    Attributes:
+      ids: the episodes' `id_`s.
+      agent_ids: their `agent_id`s.
+      module_ids: their `module_id`s.
+      infos: their info lists (one dict per observation).
+      custom_data: their `custom_data` dicts.
+      multi_agent_episode_ids: the multi-agent episode each belongs to (None if none).
+      start_times: their wall-clock start times.
+      last_step_times: their wall-clock times of the last step.
+    """
 
     ids: tuple
     agent_ids: tuple
@@ -53,7 +67,26 @@ class EpisodeMeta:
 
 
 def bucket_length(n: int, bucket: str | None = "pow2", min_len: int = 8) -> int:
-    """The padded length for `n` steps: the next power of two >= max(n, min_len)."""
+    """The padded length for `n` steps: the next power of two >= max(n, min_len).
+
+    Rounding up to powers of two bounds how many shapes (and so jit compiles) a data set of
+    many episode lengths produces.
+
+    Args:
+      n: the longest episode's number of steps.
+      bucket: "pow2" to round up to a power of two; None for `n` itself (at least 1).
+      min_len: the smallest padded length "pow2" returns (short batches share one shape).
+
+    Returns:
+      The padded length.
+
+    Raises:
+      ValueError: `bucket` is neither "pow2" nor None.
+
+    Example:
+        >>> bucket_length(5), bucket_length(9), bucket_length(9, bucket=None)
+        (8, 16, 9)
+    """
     if bucket is None:
         return max(n, 1)
     if bucket != "pow2":
@@ -64,7 +97,28 @@ def bucket_length(n: int, bucket: str | None = "pow2", min_len: int = 8) -> int:
 
 @jax.tree_util.register_pytree_with_keys_class
 class EpisodeBatch(FrozenPytree):
-    """Padded episodes for jitted code. Build with `EpisodeBatch.from_episodes`."""
+    """Padded episodes for jitted code. Build with `EpisodeBatch.from_episodes`.
+
+    The constructor takes the arrays as they are (no validation, so it also works on traced
+    values); see the module docstring for the layout, with `B` episodes, `L` lookback
+    columns and `T` padded steps.
+
+    Args:
+      observations: `[B, L + T + 1, ...]` observations (a pytree for Dict/Tuple spaces).
+      actions: `[B, L + T, ...]` actions.
+      rewards: `[B, L + T]` rewards.
+      extra_model_outputs: column name -> `[B, L + T, ...]` array.
+      lengths: `[B]` each episode's number of steps (0 for padding episodes).
+      lookback_lengths: `[B]` the lookback each episode really has (`<= L`).
+      t_started: `[B]` each episode's global start timestep.
+      terminated: `[B]` each episode's terminated flag.
+      truncated: `[B]` each episode's truncated flag.
+      max_len: `T`, the padded number of steps (static).
+      len_lookback_buffer: `L`, the lookback columns (static).
+      observation_space_spec: the observation space's spec (static; None if unknown).
+      action_space_spec: the action space's spec (static; None if unknown).
+      meta: the host data `to_episodes` restores (dropped by JAX transforms).
+    """
 
     __slots__ = _ARRAY_FIELDS + _STATIC_FIELDS + ("meta",)
     _array_fields, _static_fields, _host_fields = _ARRAY_FIELDS, _STATIC_FIELDS, ("meta",)

@@ -22,7 +22,29 @@ from rljax_offline.tree_util import stack_items
 
 
 class EpisodeBuilder:
-    """Collects one episode (chunk) while an environment steps; see the module docstring."""
+    """Collects one episode (chunk) while an environment steps; see the module docstring.
+
+    Start empty and call `add_env_reset` then `add_env_step`, or pass data already collected
+    (e.g. the lookback a continuation chunk starts with). Nothing is checked per step; the
+    checks run once in `finalize()`.
+
+    Args:
+      id_: the episode id (a new uuid by default).
+      agent_id: the agent id, for an agent's episode in a multi-agent env.
+      module_id: the module (policy) that acts.
+      observation_space: one observation's gymnasium space, passed on to the `Episode`.
+      action_space: one action's gymnasium space, passed on to the `Episode`.
+      t_started: the global timestep this chunk starts at.
+      len_lookback_buffer: how many of the given `actions` (and observations) are lookback.
+      observations: observations collected so far (lookback first).
+      actions: actions collected so far.
+      rewards: rewards collected so far, one per action.
+      infos: one info dict per observation (default: empty dicts).
+      extra_model_outputs: column name -> list of values, one per action.
+
+    Raises:
+      EpisodeError: `len_lookback_buffer` longer than the actions given.
+    """
 
     __slots__ = ("id_", "agent_id", "module_id", "observation_space", "action_space",
                  "t_started", "len_lookback_buffer", "_obs", "_act", "_rew", "_infos", "_emo",

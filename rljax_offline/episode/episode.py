@@ -71,7 +71,33 @@ def _check_against_space(data: Any, spec: sp.SpaceSpec | None, what: str) -> Non
 
 @jax.tree_util.register_pytree_with_keys_class
 class Episode(EpisodeAccess, FrozenPytree):
-    """A finalized single-agent episode (chunk), immutable. See the module docstring."""
+    """A finalized single-agent episode (chunk), immutable. See the module docstring.
+
+    Checks lengths and item shapes here, not in jit. Data: item lists or step-first arrays.
+
+    Args:
+      observations: one more than actions (a pytree of arrays for Dict/Tuple spaces).
+      actions: `len_lookback_buffer + len(episode)` actions.
+      rewards: one reward per action.
+      infos: one info dict per observation (default: empty dicts); host data, not jit data.
+      extra_model_outputs: column name -> one value per action (e.g. `action_logp`).
+      terminated: the episode ended in a terminal state (no bootstrapping past it).
+      truncated: the episode was cut short (a time limit) and may be bootstrapped.
+      id_: the episode id, shared by all its chunks (a new uuid by default).
+      agent_id: the agent this episode belongs to in a multi-agent episode.
+      module_id: the module (policy) that acted, RLlib's `module_id`.
+      multi_agent_episode_id: the multi-agent episode this agent episode is part of.
+      t_started: the global timestep of the first step after the lookback (default 0).
+      len_lookback_buffer: how many leading actions/rewards are lookback (`"auto"`: all).
+      observation_space: one observation's gymnasium space (or spec), checked and kept.
+      action_space: one action's gymnasium space (or spec), checked and kept.
+      custom_data: free-form host data carried along (RLlib's `custom_data`).
+      start_time: wall-clock time the episode started, if known.
+      last_step_time: wall-clock time of its last step, if known.
+
+    Raises:
+      EpisodeError: lengths that disagree, a lookback longer than the data, bad items.
+    """
 
     __slots__ = _ARRAY_FIELDS + _STATIC_FIELDS + _HOST_FIELDS
     _array_fields, _static_fields = _ARRAY_FIELDS, _STATIC_FIELDS

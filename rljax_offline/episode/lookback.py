@@ -33,7 +33,13 @@ Index = Union[None, int, list, tuple, slice]
 @dataclass(frozen=True)
 class Plan:
     """What to take: `segments` is a sequence of `(start, stop, step)` data ranges or
-    `("fill", count)` runs, in output order; `single` means one item, not a batch."""
+    `("fill", count)` runs, in output order; `single` means one item, not a batch.
+
+    Attributes:
+      segments: the ranges and fill runs, in output order.
+      single: one item (an int index), not a batch.
+      length: the number of items the plan yields.
+    """
 
     segments: tuple
     single: bool
@@ -51,7 +57,17 @@ def _is_int(x: Any) -> bool:
 
 def plan(indices: Index, n: int, lookback: int, *, neg_index_as_lookback: bool = False,
          fill: Any = None, what: str = "items") -> Plan:
-    """Resolves `indices` against a buffer of `n` items whose first `lookback` are lookback."""
+    """Resolves `indices` against a buffer of `n` items whose first `lookback` are lookback.
+
+    Args:
+      indices: None (every step), an int, a list or tuple of ints, or a slice.
+      n: the buffer's items, lookback included.
+      lookback: how many of them are lookback.
+      neg_index_as_lookback: negative indices count back into the lookback from the first
+        step, not from the end (RLlib's flag).
+      fill: the value for positions outside the data (None: such indices are an error).
+      what: the buffer's name, for errors.
+    """
     if indices is None:
         return Plan(((lookback, n, 1),), False, max(n - lookback, 0))
     if _is_int(indices):
@@ -138,7 +154,13 @@ def _xp(leaf):
 
 
 def take_array(data: Any, p: Plan, fill: Any = None) -> Any:
-    """Realises a plan on a pytree of arrays with a leading item axis."""
+    """Realises a plan on a pytree of arrays with a leading item axis.
+
+    Args:
+      data: the pytree of arrays.
+      p: the plan.
+      fill: the value of filled positions.
+    """
 
     def take_leaf(leaf):
         xp = _xp(leaf)
@@ -155,7 +177,14 @@ def take_array(data: Any, p: Plan, fill: Any = None) -> Any:
 
 
 def take_list(items: list, p: Plan, fill: Any = None, fill_item: Any = None) -> list:
-    """Realises a plan on a Python list; `fill_item` is what one filled position holds."""
+    """Realises a plan on a Python list; `fill_item` is what one filled position holds.
+
+    Args:
+      items: the list.
+      p: the plan.
+      fill: the value of filled positions.
+      fill_item: what one filled position holds (default: `fill`).
+    """
     out: list = []
     for seg in p.segments:
         if seg[0] == "fill":
@@ -166,7 +195,11 @@ def take_list(items: list, p: Plan, fill: Any = None, fill_item: Any = None) -> 
 
 
 def positions(p: Plan) -> list[int | None]:
-    """The absolute positions a plan reads (None for a filled position), in output order."""
+    """The absolute positions a plan reads (None for a filled position), in output order.
+
+    Args:
+      p: the plan.
+    """
     out: list[int | None] = []
     for seg in p.segments:
         if seg[0] == "fill":

@@ -34,7 +34,38 @@ __all__ = ["MultiAgentEpisode", "SKIP"]
 
 
 class MultiAgentEpisode(MultiAgentAccess):
-    """A finalized multi-agent episode (chunk). See the module docstring."""
+    """A finalized multi-agent episode (chunk). See the module docstring.
+
+    Usually made by `MultiAgentEpisodeBuilder.finalize()`, `MultiAgentEpisode.from_state` or
+    the multi-agent readers; the constructor checks that every agent has an `Episode` and an
+    env-step map of the right length. Agent-keyed fields are dicts agent id -> value.
+
+    Args:
+      id_: the multi-agent episode id (each agent episode's `multi_agent_episode_id`).
+      agent_episodes: agent id -> that agent's `Episode`.
+      env_t_to_agent_t: agent id -> per env step (lookback first) the agent's step index, or
+        the skip tag `"S"` where the agent did not step.
+      map_lookback: agent id -> how many leading entries of its env-step map are lookback.
+      agent_t_started: agent id -> the agent's global step at the start of this chunk.
+      env_t_started: the env step this chunk starts at.
+      env_t: the env step this chunk ends at.
+      is_terminated: the episode ended because every agent terminated.
+      is_truncated: the episode was cut short (a time limit, or all agents done without all
+        of them terminated).
+      hanging_actions_end: agent id -> an action still waiting for its next observation.
+      hanging_extra_model_outputs_end: agent id -> the model outputs of that action.
+      hanging_rewards_end: agent id -> reward received since the agent's last observation.
+      hanging_rewards_begin: agent id -> reward received before the agent's first
+        observation of this chunk.
+      agent_module_ids: agent id -> the module that acts for it.
+      observation_space: agent id -> its observation space.
+      action_space: agent id -> its action space.
+      custom_data: free-form host data (RLlib's `custom_data`).
+
+    Raises:
+      MultiAgentEpisodeError: an agent without an `Episode` or env-step map, or a map whose
+        length does not match the chunk's env steps and lookback.
+    """
 
     SKIP_ENV_TS_TAG = SKIP
     __slots__ = ("id_", "agent_episodes", "env_t_to_agent_t", "map_lookback",

@@ -20,7 +20,11 @@ from rljax_offline.errors import MultiAgentEpisodeError
 
 
 def agent_episodes_by_module(episodes: Iterable[MultiAgentEpisode]) -> dict:
-    """`{module_id: [Episode, ...]}` over all agents of all episodes, in order."""
+    """`{module_id: [Episode, ...]}` over all agents of all episodes, in order.
+
+    Args:
+      episodes: the multi-agent episodes.
+    """
     out: dict = {}
     for ma in episodes:
         if not isinstance(ma, MultiAgentEpisode):
@@ -38,7 +42,22 @@ def module_batches(episodes: Iterable[MultiAgentEpisode], *, bucket: str | None 
 
     With `bucket_batch_size`, the number of rows is rounded up to a power of two as well
     (empty rows, `lengths == 0`), so batches with different agent sets share a few shapes;
-    `rows` fixes it (one shape per length bucket).
+    `rows` fixes it (one shape per length bucket). Agents of one module that have not acted
+    yet get empty model-output columns, so every row has the same columns.
+
+    Args:
+      episodes: the multi-agent episodes; their agent episodes are grouped by module id
+        (an agent episode's own `module_id`, else the episode's mapping).
+      bucket: the length bucketing of `EpisodeBatch.from_episodes` ("pow2" or None).
+      bucket_batch_size: round each module's number of rows up to a power of two.
+      rows: a fixed number of rows per module (overrides `bucket_batch_size`).
+
+    Returns:
+      module id -> that module's `EpisodeBatch`.
+
+    Raises:
+      MultiAgentEpisodeError: an item is no `MultiAgentEpisode`, or one module's agent
+        episodes differ in structure, shapes or dtypes.
     """
     out = {}
     for mid, eps in agent_episodes_by_module(episodes).items():
@@ -56,7 +75,11 @@ def module_batches(episodes: Iterable[MultiAgentEpisode], *, bucket: str | None 
 
 
 def agent_sample_batch(ep: Episode) -> dict:
-    """RLlib's `SingleAgentEpisode.get_sample_batch()` columns of one agent episode."""
+    """RLlib's `SingleAgentEpisode.get_sample_batch()` columns of one agent episode.
+
+    Args:
+      ep: one agent's `Episode`.
+    """
     n = len(ep)
     obs = np.asarray(ep.get_observations(slice(0, n)))
     new_obs = np.asarray(ep.get_observations(slice(1, n + 1)))

@@ -70,6 +70,9 @@ class MultiAgentEpisodeBuilder:
       action_space: dict agent id -> gymnasium space (optional; item shapes of actions).
       agent_to_module_mapping_fn: `(agent_id, episode) -> module_id`, or a dict; default:
         every agent to RLlib's `"default_policy"`.
+      check_spaces: check each observation against its agent's space (an
+        `ObservationOutsideSpaceError` names the agent and env step); False skips the check
+        for data already known to be valid.
     """
 
     def __init__(self, id_: str | None = None, *, observation_space: dict | None = None,

@@ -22,7 +22,12 @@ def _steps(entries) -> list:
 
 def align_extra_model_outputs(ep, other):
     """`ep` with empty model-output columns for the keys only `other` has, when `ep` has no
-    actions at all (an agent that has not acted yet has no model outputs)."""
+    actions at all (an agent that has not acted yet has no model outputs).
+
+    Args:
+      ep: the agent episode that may lack columns.
+      other: an agent episode of the same module with the full columns.
+    """
     missing = set(other.extra_model_outputs) - set(ep.extra_model_outputs)
     if not missing or len(ep.rewards) > 0:
         return ep
@@ -34,7 +39,12 @@ def align_extra_model_outputs(ep, other):
 
 def cut_episode(ep: MultiAgentEpisode, len_lookback_buffer: int = 0) -> MultiAgentEpisode:
     """The continuation of `ep`: no env steps yet, the last `len_lookback_buffer` env steps
-    (more where an agent's last observation lies further back) as lookback."""
+    (more where an agent's last observation lies further back) as lookback.
+
+    Args:
+      ep: the chunk to continue.
+      len_lookback_buffer: env steps of lookback the continuation keeps.
+    """
     if ep.is_done:
         raise MultiAgentEpisodeError(f"cannot cut multi-agent episode {ep.id_!r}: it is done")
     if len_lookback_buffer < 0:
@@ -74,7 +84,12 @@ def cut_episode(ep: MultiAgentEpisode, len_lookback_buffer: int = 0) -> MultiAge
 
 def concat_episodes(first: MultiAgentEpisode, other: MultiAgentEpisode) -> MultiAgentEpisode:
     """`first` followed by `other`, the chunk that continues it (same id, `other` starting at
-    `first.env_t`)."""
+    `first.env_t`).
+
+    Args:
+      first: the earlier chunk.
+      other: the chunk that continues it.
+    """
     if other.id_ != first.id_:
         raise MultiAgentEpisodeError(f"cannot concat episode {other.id_!r} to {first.id_!r}: "
                                      "ids differ")
@@ -140,7 +155,13 @@ def _at(x):
 def slice_episode(ep: MultiAgentEpisode, slice_: slice,
                   len_lookback_buffer: int | None = None) -> MultiAgentEpisode:
     """Env steps `slice_` of `ep` with up to `len_lookback_buffer` earlier env steps as
-    lookback (default: the episode's)."""
+    lookback (default: the episode's).
+
+    Args:
+      ep: the multi-agent episode.
+      slice_: the env steps to keep.
+      len_lookback_buffer: earlier env steps kept as lookback.
+    """
     if slice_.step not in (None, 1):
         raise NotImplementedError("multi-agent episode slices must have step 1")
     n = len(ep)

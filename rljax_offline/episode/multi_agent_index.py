@@ -22,7 +22,14 @@ _FAR_LEFT = -(1 << 40)
 
 def interpret_slice(s: slice, lookback: int, n_incl: int, neg: bool) -> tuple:
     """`(start, stop, step, length, fill_left, fill_right)` of a slice on `n_incl` items of
-    which the first `lookback` are lookback (RLlib's bounds and fill counts)."""
+    which the first `lookback` are lookback (RLlib's bounds and fill counts).
+
+    Args:
+      s: the slice.
+      lookback: the lookback items.
+      n_incl: all items, lookback included.
+      neg: negative indices count into the lookback (`neg_index_as_lookback`).
+    """
     start, stop = s.start, s.stop
     if start is None:
         start = lookback
@@ -128,7 +135,16 @@ class Buffer:
 
 def map_get(data: list, lookback: int, indices, *, neg: bool, fill: Any,
             ignore_last: bool) -> Any:
-    """Reads the env-step map (entries: agent steps or `"S"`)."""
+    """Reads the env-step map (entries: agent steps or `"S"`).
+
+    Args:
+      data: the map's entries, lookback first.
+      lookback: the lookback entries.
+      indices: an int, a list or a slice.
+      neg: negative indices count into the lookback.
+      fill: the value for positions outside the map.
+      ignore_last: drop the map's last entry before reading (RLlib's `ignore_last`).
+    """
     return Buffer(data, lookback).get(indices, neg=neg, fill=fill, ignore_last=ignore_last)
 
 

@@ -47,6 +47,10 @@ def episode_state(episode: Any, finalized: bool = True) -> dict:
     `finalized=True` stores each buffer as one array (a nested struct of arrays for
     Dict/Tuple spaces), as RLlib does after `to_numpy()`; `finalized=False` stores lists of
     per-step items, as RLlib's recorder writes them.
+
+    Args:
+      episode: the `Episode`.
+      finalized: one array per buffer (True) or per-step lists (False).
     """
     lbuf = episode.len_lookback_buffer
 
@@ -87,7 +91,12 @@ def episode_state(episode: Any, finalized: bool = True) -> dict:
 
 def episode_from_state(state: dict, episode_cls: type) -> Any:
     """Builds an `episode_cls` (the `Episode`, which imports this module, so it is passed in)
-    from RLlib's state dict (finalized or list buffers)."""
+    from RLlib's state dict (finalized or list buffers).
+
+    Args:
+      state: RLlib's state dict.
+      episode_cls: the class to build.
+    """
     if not isinstance(state, dict):
         raise EpisodeError(f"an episode state must be a dict, got {type(state).__name__}")
     missing = [k for k in _STATE_KEYS if k not in state]
@@ -183,5 +192,6 @@ def _thawed(x: Any) -> Any:
 
 @functools.lru_cache(maxsize=64)
 def _cached_spec(key: Any) -> sp.SpaceSpec:
-    """Space dict -> spec, decoded once per distinct dict (decoding Box bounds costs ~0.1 ms)."""
+    """Space dict -> spec, decoded once per distinct dict rather than once per episode row
+    (what decoding Box bounds costs is on the benchmarks page)."""
     return sp.to_spec(sp.space_from_dict(_thawed(key)))

@@ -72,9 +72,14 @@ def scale_frames(x: jax.Array) -> jax.Array:
 
 class WholeMapConv(nn.Module):
     """A "valid" convolution whose kernel covers its whole input map (RLlib's last 11x11 layer
-    on the 11x11 maps of 84x84 and 42x42 frames), computed as the one matrix product it is:
-    XLA's CPU convolution took ~130x longer for it, forward and backward. Same parameters
-    (names, shapes, initial draws) and the same `[N, 1, 1, features]` output as `nn.Conv`."""
+    on the 11x11 maps of 84x84 and 42x42 frames), computed as the one matrix product it is,
+    because XLA's CPU convolution is far slower for that shape, forward and backward (figures
+    on the benchmarks page, "Figures behind design choices"). Same parameters (names,
+    shapes, initial draws) and the same `[N, 1, 1, features]` output as `nn.Conv`.
+
+    Attributes:
+      features: the output channels.
+    """
 
     features: int
 

@@ -41,7 +41,20 @@ DEFAULT_METHODS = ("is", "wis", "pdis", "wpdis", "fqe", "dr")
 
 
 def load_episodes(data: Any, input_read_episodes: bool = True) -> list[Episode]:
-    """`data` as a list of episodes (a path, glob or list of them is read)."""
+    """`data` as a list of episodes, so every OPE entry point takes paths or episodes alike.
+
+    Args:
+      data: a list of `Episode`s (returned as is), or Parquet files, folders or globs (or a
+        list of them), read with `data.read_episodes`.
+      input_read_episodes: the files hold episode rows (RLlib's episode format) when True,
+        tabular rows (one timestep a row) when False.
+
+    Returns:
+      The episodes.
+
+    Raises:
+      OPEError: the files hold no episode.
+    """
     if isinstance(data, Sequence) and data and all(isinstance(e, Episode) for e in data):
         return list(data)
     episodes = read_episodes(data, input_read_episodes=input_read_episodes)
@@ -57,11 +70,35 @@ def estimate(policy_or_checkpoint: str | os.PathLike | TrainedPolicy | Any, data
              seed: int = 0, input_read_episodes: bool = True) -> dict[str, dict]:
     """Off-policy estimates of a policy's value on offline data (see the module docstring).
 
-    Returns `{method name: {v_behavior, v_behavior_std, v_target, v_target_std, v_gain,
-    v_delta, v_target_ci, ess, num_episodes, ...}}` (`ope.estimators.summarize`).
-    `gamma`: the discount (default: the algorithm's, else 0.99). `explore`: evaluate the
-    policy's action distribution (True) or its greedy actions. `fqe`: FQE settings
-    (`ope.methods.FQEOptions`) for every method that fits one."""
+    Args:
+      policy_or_checkpoint: a checkpoint folder, a `TrainedPolicy`, an `Algorithm` (its
+        current policy) or a policy function (`ope.target`'s protocol).
+      data: Parquet files, folders or globs, or a list of `Episode`s; every episode is
+        evaluated.
+      methods: RLlib's `off_policy_estimation_methods` dict, or a list of types
+        (`"is"`, `"wis"`, `"pdis"`, `"wpdis"`, `"fqe"`/`"dm"`, `"dr"`), each its own name.
+      gamma: the discount (default: the algorithm's, else 0.99).
+      explore: evaluate the policy's action distribution (True) or its greedy actions.
+      action_space: the action space of a policy function (required for one; a checkpoint
+        knows its own).
+      observation_space: a policy function's observation space, for FQE's network (default:
+        an unbounded Box of the observations' shape).
+      fqe: FQE settings (`ope.methods.FQEOptions` keys) for every method that fits one.
+      num_bootstrap: bootstrap resamples of the episodes for the interval on `v_target`.
+      confidence: the interval's confidence level.
+      seed: the seed of a policy function's bootstrap and FQE (a checkpoint uses its
+        config's).
+      input_read_episodes: the files hold episode rows (True) or tabular rows (False).
+
+    Returns:
+      `{method name: {v_behavior, v_behavior_std, v_target, v_target_std, v_gain, v_delta,
+      v_target_ci, ess, num_episodes, ...}}` (`ope.estimators.summarize`).
+
+    Raises:
+      OPEError: no episodes, a policy of no known kind, or a function without
+        `action_space`.
+      ConfigError: a malformed `methods` entry.
+    """
     parsed = parse_methods(methods)
     if fqe:
         parsed = {k: m._replace(fqe=m.fqe._replace(**fqe)) if m.needs_q else m

@@ -27,7 +27,13 @@ LOGP = "action_logp"
 
 
 def held_out(episode: Episode, share: float, seed: int) -> bool:
-    """True for the episodes of the evaluation share (about `share` of them)."""
+    """True for the episodes of the evaluation share (about `share` of them).
+
+    Args:
+      episode: the episode (its `id_` decides).
+      share: the evaluation share.
+      seed: changes which episodes are held out.
+    """
     if share <= 0.0:
         return False
     h = zlib.crc32(f"{seed}:{episode.id_}".encode()) / 2**32
@@ -36,7 +42,23 @@ def held_out(episode: Episode, share: float, seed: int) -> bool:
 
 def split(episodes: Iterable[Episode], share: float, seed: int
           ) -> tuple[list[Episode], list[Episode]]:
-    """`(train, evaluation)` by `held_out`; a named error when the evaluation share is empty."""
+    """`(train, evaluation)` episodes: about `share` of them held out for evaluation.
+
+    Each episode's side is a hash of `seed` and its id, so the split is the same in every
+    process and run, whatever the order the episodes are read in (`evaluation(ope_split=)`
+    trains on one side and estimates on the other).
+
+    Args:
+      episodes: the episodes to split.
+      share: the fraction to hold out, in [0, 1] (0: all train).
+      seed: changes which episodes are held out.
+
+    Returns:
+      `(train, evaluation)` lists, each in the input order.
+
+    Raises:
+      EmptyEvaluationSplitError: `share > 0` and no episode was held out.
+    """
     train, held = [], []
     for ep in episodes:
         (held if held_out(ep, share, seed) else train).append(ep)
@@ -48,14 +70,23 @@ def split(episodes: Iterable[Episode], share: float, seed: int
 
 
 def has_logp(episodes: Sequence[Episode]) -> bool:
-    """Whether every episode records the behaviour's `action_logp`."""
+    """Whether every episode records the behaviour's `action_logp`.
+
+    Args:
+      episodes: the episodes.
+    """
     return bool(episodes) and all(LOGP in ep.extra_model_outputs for ep in episodes)
 
 
 def data_action_space(episodes: Sequence[Episode], expected: Any) -> Any:
     """The data's action space as far as OPE's checks go: `expected` where the recorded
     actions fit its kind (integers for Discrete, floats of its shape for Box), else a space
-    of the data's own kind (which the target then does not match)."""
+    of the data's own kind (which the target then does not match).
+
+    Args:
+      episodes: the episodes.
+      expected: the action space the target acts in.
+    """
     actions = np.asarray(episodes[0].get_actions())
     integer = np.issubdtype(actions.dtype, np.integer)
     expected = sp.to_spec(expected)
@@ -70,7 +101,11 @@ def data_action_space(episodes: Sequence[Episode], expected: Any) -> Any:
 
 def raw_columns(episodes: Sequence[Episode]) -> tuple[dict, list[int]]:
     """`obs`, `actions`, `rewards`, `new_obs`, `terminateds` (and `action_logp` when every
-    episode has it) of the episodes' steps in order, and each episode's length."""
+    episode has it) of the episodes' steps in order, and each episode's length.
+
+    Args:
+      episodes: the episodes.
+    """
     if not episodes:
         raise EmptyEvaluationSplitError("no episodes to evaluate on")
     logp = has_logp(episodes)
@@ -97,7 +132,12 @@ def raw_columns(episodes: Sequence[Episode]) -> tuple[dict, list[int]]:
 
 
 def pad(values: np.ndarray, lengths: Sequence[int]) -> np.ndarray:
-    """Rows in episode order `[sum(lengths)]` -> `[E, max(lengths)]`, zeros after each end."""
+    """Rows in episode order `[sum(lengths)]` -> `[E, max(lengths)]`, zeros after each end.
+
+    Args:
+      values: rows in episode order.
+      lengths: each episode's number of rows.
+    """
     lengths = np.asarray(lengths, np.int64)
     out = np.zeros((len(lengths), int(lengths.max(initial=0))), np.float64)
     mask = np.arange(out.shape[1])[None, :] < lengths[:, None]

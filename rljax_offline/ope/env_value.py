@@ -14,9 +14,20 @@ from rljax_offline.ope.estimators import discounts
 
 def discounted_env_value(policy: Any, env: Any, gamma: float, num_episodes: int, seed: int,
                          num_envs: int = 8) -> tuple[float, float]:
-    """`(mean, standard error)` of `sum_t gamma^t r_t` over `num_episodes` episodes of
-    `policy` (an actor, or a callable `obs -> actions`) in `env`, stepped `num_envs` at a
-    time from `seed`."""
+    """`(mean, standard error)` of `sum_t gamma^t r_t` over env episodes of a policy: the
+    truth an off-policy estimate is checked against.
+
+    Args:
+      policy: an actor, or a callable `obs -> actions`.
+      env: the env id or factory (`EnvRunner` accepts).
+      gamma: the discount.
+      num_episodes: how many episodes to run.
+      seed: the env seed of the first episode.
+      num_envs: envs stepped together (at most `num_episodes`).
+
+    Returns:
+      The mean discounted return and its standard error.
+    """
     runner = EnvRunner(env, policy, num_envs=min(num_envs, num_episodes), seed=seed)
     try:
         episodes = runner.sample(num_episodes=num_episodes)

@@ -46,7 +46,16 @@ class EpisodeArrays(NamedTuple):
     """E episodes padded to T steps (float64). `mask` is 1 on real steps. `logp_behavior`
     and `logp_target` are the log-probabilities (or log-densities) of the recorded actions;
     `q` is Q(s_t, a_t) and `v` is V(s_t) = E_pi Q(s_t, .) of a fitted model (zeros where no
-    model is fitted), `[E, T]`, or `[K, E, T]` for K bootstrap heads; all zero on padding."""
+    model is fitted), `[E, T]`, or `[K, E, T]` for K bootstrap heads; all zero on padding.
+
+    Attributes:
+      rewards: `[E, T]` rewards.
+      mask: `[E, T]` 1 on real steps.
+      logp_behavior: `[E, T]` the behaviour's log-probabilities of the recorded actions.
+      logp_target: `[E, T]` the target's.
+      q: `[E, T]` or `[K, E, T]` the model's Q(s_t, a_t).
+      v: `[E, T]` or `[K, E, T]` the model's V(s_t).
+    """
 
     rewards: np.ndarray
     mask: np.ndarray
@@ -61,13 +70,23 @@ class EpisodeArrays(NamedTuple):
 
 
 def discounts(gamma: float, length: int) -> np.ndarray:
+    """`[gamma^0, ..., gamma^(length - 1)]` in float64.
+
+    Args:
+      gamma: the discount.
+      length: the number of steps.
+    """
     return gamma ** np.arange(length, dtype=np.float64)
 
 
 def log_weights(ep: EpisodeArrays) -> np.ndarray:
     """Cumulative log importance weights `log w_t` `[E, T]` (constant after an episode ends).
     `+inf - +inf` (a point-mass target on a point-mass behaviour's action) counts as a ratio
-    of 1."""
+    of 1.
+
+    Args:
+      ep: the padded episodes.
+    """
     with np.errstate(invalid="ignore"):
         step = np.where(ep.mask > 0, ep.logp_target - ep.logp_behavior, 0.0)
     both_inf = np.isinf(ep.logp_target) & np.isinf(ep.logp_behavior) & (
@@ -97,7 +116,15 @@ def _inv_or_zero(y: np.ndarray) -> np.ndarray:
 def contributions(name: str, ep: EpisodeArrays, gamma: float, c: np.ndarray,
                   weighted_dr: bool = True) -> np.ndarray:
     """Per-episode contributions `[B, E]` to estimator `name` for counts `c [B, E]`; the
-    estimate of draw b is `contributions[b].sum()`. `behavior`: the discounted return."""
+    estimate of draw b is `contributions[b].sum()`. `behavior`: the discounted return.
+
+    Args:
+      name: the estimator (`behavior`, `is`, `wis`, `pdis`, `wpdis`, `dm`, `dr`).
+      ep: the padded episodes.
+      gamma: the discount.
+      c: `[B, E]` each draw's count of each episode.
+      weighted_dr: DR's weighting.
+    """
     c = np.asarray(c, np.float64)
     g = discounts(gamma, ep.rewards.shape[1])
     n = c.sum(axis=1, keepdims=True)  # [B, 1]
@@ -136,21 +163,35 @@ def contributions(name: str, ep: EpisodeArrays, gamma: float, c: np.ndarray,
 def effective_sample_size(ep: EpisodeArrays) -> float:
     """Kish's effective sample size of the trajectory weights, `(sum W)^2 / sum W^2`: E when
     the target is the behaviour, near 1 when one episode carries all the weight, 0 when every
-    weight is 0."""
+    weight is 0.
+
+    Args:
+      ep: the padded episodes.
+    """
     w = _scaled(log_weights(ep)[:, -1:])[:, 0]
     total = float(np.sum(w))
     return 0.0 if total == 0 else total**2 / float(np.sum(w**2))
 
 
 def bootstrap_counts(num_episodes: int, num_samples: int, seed: int) -> np.ndarray:
-    """`[num_samples, E]` multinomial counts: episodes resampled with replacement."""
+    """`[num_samples, E]` multinomial counts: episodes resampled with replacement.
+
+    Args:
+      num_episodes: E.
+      num_samples: the draws.
+      seed: their seed.
+    """
     rng = np.random.default_rng(seed)
     return rng.multinomial(num_episodes, np.full(num_episodes, 1.0 / num_episodes),
                            size=num_samples).astype(np.float64)
 
 
 def heads(ep: EpisodeArrays) -> list[EpisodeArrays]:
-    """One `EpisodeArrays` per bootstrap head of the Q model (one when `q` is `[E, T]`)."""
+    """One `EpisodeArrays` per bootstrap head of the Q model (one when `q` is `[E, T]`).
+
+    Args:
+      ep: the padded episodes, with a `[K, E, T]` or `[E, T]` model.
+    """
     if np.ndim(ep.q) == 2:
         return [ep]
     return [ep._replace(q=q, v=v) for q, v in zip(ep.q, ep.v)]
@@ -193,7 +234,19 @@ def summarize(name: str, ep: EpisodeArrays, gamma: float, *, weighted_dr: bool =
     interval is widened by the mean of the bounds on both sides (`v_target_model_error`;
     `v_target_ci_bootstrap` keeps the episodes' interval alone). `dr` is left as it is: its
     importance-weighted corrections have mean zero for any model error (E_mu[rho (Q - Q')]
-    = V - V'), so it turns into variance, which its bootstrap sees."""
+    = V - V'), so it turns into variance, which its bootstrap sees.
+
+    Args:
+      name: the estimator.
+      ep: the padded episodes.
+      gamma: the discount.
+      weighted_dr: DR's weighting.
+      num_bootstrap: the interval's draws.
+      confidence: the interval's confidence level.
+      seed: the draws' seed.
+      uses_weights: report `ess` (False for `dm`).
+      model_error: `[K]` bounds on each head's distance to its fixed point, or None.
+    """
     E = ep.num_episodes
     ones = np.ones((1, E))
     per_head = heads(ep)

@@ -34,7 +34,12 @@ COLUMNS = ("obs", "actions", "rewards", "new_obs", "terminateds")
 
 
 def policy_target(policy: Any, explore: bool = True) -> TargetPolicy:
-    """The target of a `TrainedPolicy`: its acting distribution (greedy unless `explore`)."""
+    """The target of a `TrainedPolicy`: its acting distribution (greedy unless `explore`).
+
+    Args:
+      policy: the `TrainedPolicy`.
+      explore: its distribution (True) or its greedy actions.
+    """
     acting = policy.acting
     if acting is None or acting.is_stateful:
         raise OPEError(f"off-policy evaluation needs a feed-forward acting policy; "
@@ -52,7 +57,12 @@ def _jitted(rows: Connector) -> Any:
 
 def policy_columns(policy: Any, episodes: Sequence[Episode]) -> tuple[dict, list[int], Any]:
     """The OPE columns of `episodes` (see the module docstring), rows in episode order
-    (by length), each episode's length, and the observation spec FQE's network reads."""
+    (by length), each episode's length, and the observation spec FQE's network reads.
+
+    Args:
+      policy: the `TrainedPolicy` (its pipelines make the columns).
+      episodes: the logged episodes.
+    """
     if not episodes:
         raise EmptyEvaluationSplitError("no episodes to evaluate on")
     wanted = COLUMNS + ((LOGP,) if has_logp(episodes) else ())
@@ -71,8 +81,31 @@ def evaluate_policy(policy: Any, episodes: Sequence[Episode], methods: dict[str,
                     *, gamma: float | None = None, explore: bool = True,
                     num_bootstrap: int = 200, confidence: float = 0.95,
                     seed: int | None = None) -> dict:
-    """`{name: estimates}` of a `TrainedPolicy` on `episodes` (see `ope.run.run`); `gamma`
-    and `seed` default to the policy's config's."""
+    """`{name: estimates}` of a `TrainedPolicy` on `episodes` (see `ope.run.run`).
+
+    The episodes go through the front of the policy's learner pipeline (its observation
+    filters, as in training), so the policy sees what it was trained on.
+
+    Args:
+      policy: the `TrainedPolicy` to evaluate.
+      episodes: the logged episodes.
+      methods: name -> `Method` (`parse_methods`' output).
+      gamma: the discount (default: the policy's config's).
+      explore: evaluate the action distribution (True) or the greedy actions.
+      num_bootstrap: bootstrap resamples for the interval on `v_target`.
+      confidence: the interval's confidence level.
+      seed: the bootstrap's and FQE's seed (default: the policy's config's).
+
+    Returns:
+      `{method name: estimates}` (`ope.estimators.summarize`).
+
+    Raises:
+      EmptyEvaluationSplitError: no episodes.
+      MissingActionLogpError: an importance-sampling method on episodes without the
+        behaviour's `action_logp`.
+      ActionSpaceMismatchError: the data's actions are not of the policy's action space.
+      OPEError: importance weights asked of a deterministic Box target (no density).
+    """
     if not episodes:
         raise EmptyEvaluationSplitError("no episodes to evaluate on")
     target = policy_target(policy, explore)

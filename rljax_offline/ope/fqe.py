@@ -54,7 +54,11 @@ from rljax_offline.ope.methods import FQEOptions
 
 
 def fqe_columns(act_spec) -> tuple:
-    """The learner columns FQE reads."""
+    """The learner columns FQE reads.
+
+    Args:
+      act_spec: the action space's spec (Discrete reads `next_pi`, Box `next_pi_actions`).
+    """
     base = ("obs", "actions", "rewards", "new_obs", "terminateds")
     return (*base, "next_pi" if isinstance(act_spec, sp.DiscreteSpec) else "next_pi_actions",
             "boot_w")
@@ -63,7 +67,13 @@ def fqe_columns(act_spec) -> tuple:
 def bootstrap_weights(lengths, num_heads: int, seed: int) -> np.ndarray:
     """`boot_w [sum(lengths), K]`: a Poisson(1) count per episode and head, repeated over the
     episode's rows (all ones for K = 1: the plain fit). A resample that draws no episode at
-    all (probability e^-E) is redrawn."""
+    all (probability e^-E) is redrawn.
+
+    Args:
+      lengths: each episode's number of rows, in row order.
+      num_heads: K, the bootstrap heads.
+      seed: the draws' seed.
+    """
     lengths = np.asarray(lengths, np.int64)
     if num_heads == 1:
         return np.ones((int(lengths.sum()), 1), np.float32)
@@ -80,7 +90,13 @@ def _repeat(tree, m: int):
 
 def make_q(obs_spec, act_spec, options: FQEOptions):
     """`(network, q_sa(params, obs, actions) -> [N], v(params, obs, pi) -> [N])`: `pi` is
-    the target's probabilities `[N, n]` (Discrete) or its sampled actions `[N, m, ...]`."""
+    the target's probabilities `[N, n]` (Discrete) or its sampled actions `[N, m, ...]`.
+
+    Args:
+      obs_spec: the observation space's spec.
+      act_spec: the action space's spec.
+      options: FQE's settings (the network's `model_config`).
+    """
     if isinstance(act_spec, sp.DiscreteSpec):
         q = discrete_q_network(obs_spec, act_spec, options.model_config)
 
@@ -106,7 +122,14 @@ def make_q(obs_spec, act_spec, options: FQEOptions):
 
 def fqe_learning(obs_spec, act_spec, gamma: float, options: FQEOptions) -> LearningSpec:
     """FQE as the learner core's `LearningSpec` (see the module docstring): `q` holds
-    `bootstrap_heads` networks (a leading axis), each weighted by its `boot_w` column."""
+    `bootstrap_heads` networks (a leading axis), each weighted by its `boot_w` column.
+
+    Args:
+      obs_spec: the observation space's spec.
+      act_spec: the action space's spec.
+      gamma: the discount.
+      options: FQE's settings.
+    """
     q, q_sa, v = make_q(obs_spec, act_spec, options)
     heads = ensemble(q, options.bootstrap_heads)
     pi_key = "next_pi" if isinstance(act_spec, sp.DiscreteSpec) else "next_pi_actions"
@@ -134,7 +157,13 @@ def segments(num_updates: int, period: int, chunk: int = 1000) -> tuple[list[int
     multiple of `period` up to `num_updates // 2`, or every update when that is less than a
     period), so that the params before it are an earlier iterate of the same fit
     (`FQEFit.q_sa_prev`). Half the fit: the more backups compared, the smaller the factor
-    `gamma^m / (1 - gamma^m)` on the optimiser's noise in the change."""
+    `gamma^m / (1 - gamma^m)` on the optimiser's noise in the change.
+
+    Args:
+      num_updates: the fit's updates.
+      period: updates per backup (`target_update_period`).
+      chunk: updates per `lax.scan` call at most.
+    """
     span = num_updates // 2
     span = span - span % period if span >= period else num_updates
     head = num_updates - span
@@ -147,11 +176,18 @@ def segments(num_updates: int, period: int, chunk: int = 1000) -> tuple[list[int
 
 
 class FQEFit(NamedTuple):
-    """A fitted Q: `q_sa(obs, actions) -> [K, N]`, `v(obs, pi) -> [K, N]` (host arrays, one
-    row per bootstrap head); `q_sa_prev`, `v_prev`: the same of the iterate
-    `metrics["fqe_backups_compared"]` backups (target copies) earlier, for the convergence
-    bound (`convergence_bound`); and the fit's figures (`fqe_updates_per_s` leaves out the
-    first scan call, which compiles; nan when there is no other)."""
+    """A fitted Q, as host functions with one row per bootstrap head.
+
+    Attributes:
+      q_sa: `q_sa(obs, actions) -> [K, N]`, each head's Q of the logged actions.
+      v: `v(obs, pi) -> [K, N]`, each head's value under the target policy (`pi`: its
+        probabilities, or its sampled actions for Box spaces).
+      metrics: the fit's figures (`fqe_updates_per_s` leaves out the first scan call,
+        which compiles; nan when there is no other).
+      q_sa_prev: `q_sa` of the iterate `metrics["fqe_backups_compared"]` backups (target
+        copies) earlier, for `convergence_bound`.
+      v_prev: `v` of that earlier iterate.
+    """
 
     q_sa: object
     v: object
@@ -164,7 +200,16 @@ def convergence_bound(change: np.ndarray, gamma: float, backups: float) -> np.nd
     """Banach's a posteriori bound for a gamma-contraction: an iterate m steps of the Bellman
     operator after another lies within `gamma^m / (1 - gamma^m)` times their distance (sup
     norm) of the fixed point. `change`: that distance per head, `max |Q_k - Q_{k-m}|` over
-    the quantities the estimators read; inf when no backup separates the two."""
+    the quantities the estimators read; inf when no backup separates the two.
+
+    Args:
+      change: per head, the largest change of the estimated quantities over `backups`.
+      gamma: the discount.
+      backups: m, the backups between the two iterates (0: none; the bound is inf).
+
+    Returns:
+      The bound per head.
+    """
     g = gamma ** max(float(backups), 0.0)
     if g >= 1.0:
         return np.full(np.shape(change), np.inf)
@@ -173,9 +218,23 @@ def convergence_bound(change: np.ndarray, gamma: float, backups: float) -> np.nd
 
 def fit_fqe(columns: dict, obs_spec, act_spec, gamma: float,
             options: FQEOptions | None = None, episode_lengths=None) -> FQEFit:
-    """Fits FQE on `columns` (host arrays, `fqe_columns` but `boot_w`) with `DataParallel`;
-    the batch size is rounded up to a multiple of the device count. The bootstrap resamples
-    whole episodes (`episode_lengths`, rows in episode order), or rows when None."""
+    """Fits FQE on `columns` with `DataParallel` (see the module docstring).
+
+    The batch size is rounded up to a multiple of the device count.
+
+    Args:
+      columns: host arrays, the `fqe_columns` of the action space (all but `boot_w`,
+        which is made here unless given).
+      obs_spec: the observation space's spec (the Q network's input).
+      act_spec: the action space's spec.
+      gamma: the discount.
+      options: FQE's settings (default `FQEOptions()`).
+      episode_lengths: the episodes' lengths, rows in episode order: the bootstrap
+        resamples whole episodes; None resamples rows.
+
+    Returns:
+      The fitted Q functions, their earlier iterate and the fit's metrics (`FQEFit`).
+    """
     options = options or FQEOptions()
     if "boot_w" not in columns:
         n_rows = len(columns["rewards"])

@@ -25,14 +25,29 @@ from rljax_offline.errors import ConfigError
 
 
 class FQEOptions(NamedTuple):
-    """FQE's settings (the keys of an `"fqe"` / `"dr"` entry of
-    `off_policy_estimation_methods`, besides `type`). `bootstrap_heads`: Q networks fitted
-    together, each on its own bootstrap resample of the episodes, whose spread widens the
-    intervals of `fqe`/`dm` and `dr` by the model's error (1, the default: one plain fit,
-    intervals over the episodes only; see `ope.fqe`). The default is 1 because in
-    `benchmarks/ope.py` 5 heads covered the true values no more often than 1 (the misses are
-    biases every head shares) at 4.9x the time; what covers them is FQE's convergence bound
-    (`ope.fqe.convergence_bound`), which needs no extra fit."""
+    """FQE's settings: the keys of an `"fqe"` / `"dm"` / `"dr"` entry of
+    `off_policy_estimation_methods`, besides `type`.
+
+    Attributes:
+      num_updates: gradient updates of the fit.
+      train_batch_size: rows per update (rounded up to a multiple of the devices).
+      lr: Adam's learning rate.
+      target_update_period: updates between hard copies of the target network (one
+        Bellman backup each).
+      model_config: the Q network's RLlib model config.
+      num_action_samples: Box actions drawn from the target policy at each next
+        observation to estimate its value (Discrete uses exact probabilities).
+      num_devices: local devices the fit runs on (`"all"` or a number).
+      update_mode: `DataParallel`'s mode (`"shard_map"`, `"pmap"` or `"jit"`).
+      seed: the fit's seed (initialisation, sampling, bootstrap).
+      bootstrap_heads: Q networks fitted together, each on its own bootstrap resample of
+        the episodes, whose spread widens the intervals of `fqe`/`dm` and `dr` by the
+        model's error. The default, 1, is one plain fit with intervals over the episodes
+        only: more heads did not cover the truth more often (the misses are biases every
+        head shares) and cost a fit per head, see the OPE guide's benchmark; FQE's
+        convergence bound (`ope.fqe.convergence_bound`) covers those biases with no extra
+        fit.
+    """
 
     num_updates: int = 5000
     train_batch_size: int = 256
@@ -79,7 +94,13 @@ NEEDS_Q = frozenset({"dm", "dr"})
 
 class Method(NamedTuple):
     """One estimator to run: its kind (`is`, `wis`, `pdis`, `wpdis`, `dm`, `dr`), DR's
-    weighting and the FQE settings (dm and dr)."""
+    weighting and the FQE settings (dm and dr).
+
+    Attributes:
+      kind: `is`, `wis`, `pdis`, `wpdis`, `dm` or `dr`.
+      weighted: DR's weighting (the weighted per-decision DR when True).
+      fqe: the FQE settings (used by `dm` and `dr`).
+    """
 
     kind: str
     weighted: bool = True
@@ -109,7 +130,11 @@ def _type_of(name: str, entry: dict) -> tuple[str, dict]:
 
 def as_data(methods: dict | None) -> dict | None:
     """The methods with class types as their names (RLlib's names mean the same as strings),
-    so a config holding them saves to JSON and restores from a checkpoint."""
+    so a config holding them saves to JSON and restores from a checkpoint.
+
+    Args:
+      methods: `off_policy_estimation_methods` as the user gave it (or None).
+    """
     if not isinstance(methods, dict):
         return methods
     return {name: ({**entry, "type": entry["type"].__name__}
@@ -119,7 +144,26 @@ def as_data(methods: dict | None) -> dict | None:
 
 
 def parse_methods(methods: dict | list | tuple | None) -> dict[str, Method]:
-    """`{name: Method}` from RLlib's dict (or a list of type names, each its own name)."""
+    """`{name: Method}` from RLlib's dict (or a list of type names, each its own name).
+
+    Every entry is checked here, before any data is read, so a typo in a type or an FQE key
+    fails at once and names the entry.
+
+    Args:
+      methods: RLlib's `off_policy_estimation_methods` (name -> `{"type": ..., **options}`,
+        or name -> type), a list of types, or None (no estimator).
+
+    Returns:
+      name -> `Method`.
+
+    Raises:
+      ConfigError: an unknown type or key, `weighted` on an estimator other than `dr`, or
+        `bootstrap_heads` that is not an integer >= 1.
+
+    Example:
+        >>> sorted(parse_methods(["wis", "fqe"]).items())[0]
+        ('fqe', Method(kind='dm', ...))
+    """
     if methods is None:
         return {}
     if isinstance(methods, (list, tuple)):

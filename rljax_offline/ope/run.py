@@ -33,7 +33,14 @@ def _kind(spec) -> str:
 
 def check_inputs(methods: dict[str, Method], columns: dict, target: TargetPolicy,
                  data_act_spec) -> None:
-    """The named errors of the module docstring, before any work."""
+    """The named errors of the module docstring, before any work.
+
+    Args:
+      methods: name -> `Method`.
+      columns: the OPE columns (their names tell whether `action_logp` was recorded).
+      target: the target policy.
+      data_act_spec: the data's action space.
+    """
     data_act_spec = sp.to_spec(data_act_spec)
     if type(sp.to_spec(target.act_spec)) is not type(data_act_spec):
         raise ActionSpaceMismatchError(
@@ -51,6 +58,11 @@ def check_inputs(methods: dict[str, Method], columns: dict, target: TargetPolicy
 
 
 def deterministic_box_error(weighted: list[str]) -> OPEError:
+    """The error for importance weights asked of a deterministic Box target (no density).
+
+    Args:
+      weighted: the estimators that need importance weights.
+    """
     return OPEError(f"estimators {weighted} need the target's density of the recorded Box "
                     "actions, and a deterministic Box target has none: evaluate it with "
                     "'fqe', or its stochastic policy (explore=True)")
@@ -106,7 +118,20 @@ def run(methods: dict[str, Method], columns: dict, lengths: list[int], target: T
         obs_spec: Any, data_act_spec: Any, gamma: float, *, num_bootstrap: int = 200,
         confidence: float = 0.95, seed: int = 0) -> dict[str, dict]:
     """`{name: RLlib's OPE metrics + v_target_ci + ess + (FQE's fit figures)}` for each
-    method, on `columns` (rows of whole episodes in order, `lengths` each)."""
+    method, on `columns` (rows of whole episodes in order, `lengths` each).
+
+    Args:
+      methods: name -> `Method`.
+      columns: the OPE columns, rows of whole episodes in order.
+      lengths: each episode's number of rows.
+      target: the target policy.
+      obs_spec: the observation spec FQE's network reads.
+      data_act_spec: the data's action space.
+      gamma: the discount.
+      num_bootstrap: the interval's draws.
+      confidence: the interval's confidence level.
+      seed: the seed of the draws and the fits.
+    """
     check_inputs(methods, columns, target, data_act_spec)
     if not lengths or sum(lengths) == 0:
         raise OPEError("no episodes to evaluate on")

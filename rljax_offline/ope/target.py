@@ -48,7 +48,18 @@ def _chunked(fn: Callable, *arrays) -> np.ndarray:
 
 
 class TargetPolicy(NamedTuple):
-    """The target policy (see the module docstring). `act_spec`: its action space."""
+    """The target policy (see the module docstring); made by `from_acting` or
+    `from_function`.
+
+    Attributes:
+      act_spec: its action space's spec.
+      deterministic: it always picks one action (greedy acting, a deterministic actor).
+      logp: `logp(obs, actions) -> [N]`, the log-probability (or log-density in the env's
+        units) of the recorded actions.
+      probs: `probs(obs) -> [N, n]` every action's probability (Discrete actions; else None).
+      samples: `samples(obs, m, seed) -> [N, m, ...]` actions drawn and clipped to the
+        bounds (Box actions; else None).
+    """
 
     act_spec: Any
     deterministic: bool
@@ -77,7 +88,20 @@ def from_acting(act: Callable, dist, params: Any, act_spec, explore: bool = True
 
     The compiled functions take `params` as an argument and are shared by every target of
     the same `act` and `dist` (`_acting_programs`), so evaluating a run's next checkpoint
-    reuses them instead of compiling its params in as constants again."""
+    reuses them instead of compiling its params in as constants again.
+
+    Args:
+      act: the acting function, `act(params, obs)` or `act(params, key, obs)`.
+      dist: its action distribution (`models.distributions`).
+      params: the acting params.
+      act_spec: the action space's spec.
+      explore: the distribution (True) or its greedy actions (False, deterministic).
+      takes_key: `act` takes a PRNG key (a policy that draws when it acts).
+      seed: the seed of that key and of the target's draws.
+
+    Returns:
+      The `TargetPolicy`.
+    """
     act_spec = sp.to_spec(act_spec)
     deterministic = (not explore) or dist.kind == "deterministic"
     act_key = jax.random.PRNGKey(seed)
@@ -163,7 +187,12 @@ def _logp_of_actions(probs: np.ndarray, actions, start: int) -> np.ndarray:
 
 
 def clip_to(act_spec, actions: np.ndarray) -> np.ndarray:
-    """Box actions `[N, m, ...]` clipped to the space's bounds."""
+    """Box actions `[N, m, ...]` clipped to the space's bounds.
+
+    Args:
+      act_spec: the Box action space's spec.
+      actions: `[N, m, ...]` actions.
+    """
     low = np.broadcast_to(np.asarray(act_spec.low, np.float32), tuple(act_spec.shape))
     high = np.broadcast_to(np.asarray(act_spec.high, np.float32), tuple(act_spec.shape))
     return np.clip(actions, low, high).astype(np.float32)
@@ -177,7 +206,15 @@ def _point_mass_logp(greedy: np.ndarray, actions: np.ndarray) -> np.ndarray:
 
 
 def from_function(fn: Callable, act_spec) -> TargetPolicy:
-    """A plain function as the target (its protocol in the module docstring)."""
+    """A plain function as the target (its protocol in the module docstring).
+
+    Args:
+      fn: Discrete: `obs -> probabilities [N, n]`; Box: `obs -> (mean, std)`.
+      act_spec: the action space (or its spec).
+
+    Returns:
+      The `TargetPolicy`.
+    """
     act_spec = sp.to_spec(act_spec)
     if isinstance(act_spec, sp.DiscreteSpec):
         start = int(getattr(act_spec, "start", 0))

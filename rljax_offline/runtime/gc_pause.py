@@ -2,12 +2,13 @@
 
 Decoding an episode row makes thousands of short-lived dicts and lists (msgpack's output)
 that die within the row and form no cycles. They still count towards the collector's
-thresholds, and every so often a full collection walks every object the process holds: after
-importing jax, flax and optax that is ~150k objects, ~0.1 s for each full pass, and reading the
-500-episode CartPole recording triggered one or two (`benchmarks/bc_cartpole.py` counts them).
-Reference counting frees the decoder's objects as before; only the cycle search waits until
-the read is done. Reads that materialize the data pause it (`read_episodes`, an algorithm's
-`load_data`); streams do not, their reads going on beside the training for hours.
+thresholds, and every so often a full collection walks every object the process holds, which
+after importing jax, flax and optax is a great many, so each full pass costs a noticeable
+share of a small read (`benchmarks/bc_cartpole.py` counts them; figures on the benchmarks
+page, "Figures behind design choices"). Reference counting frees the decoder's objects as
+before; only the cycle search waits until the read is done. Reads that materialize the data
+pause it (`read_episodes`, an algorithm's `load_data`); streams do not, their reads going on
+beside the training for hours.
 
 `paused()` nests and is shared by threads: the first to enter turns the collector off (if it
 was on), the last to leave turns it back on; a collector the user had turned off stays off.
