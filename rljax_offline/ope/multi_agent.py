@@ -86,8 +86,12 @@ class TeamSpaces:
 
 def team_spaces(episodes: Sequence[MultiAgentEpisode], agents: Sequence | None = None
                 ) -> TeamSpaces:
-    """The `TeamSpaces` of `episodes` (the agents in sorted order unless given), from the
-    spaces the episodes carry."""
+    """The `TeamSpaces` of `episodes`, from the spaces their agent episodes carry.
+
+    Args:
+      episodes: multi-agent episodes (the first one's agents and spaces are read).
+      agents: the agents' order (None: sorted).
+    """
     first = episodes[0]
     agents = tuple(agents) if agents is not None else tuple(sorted(first.agent_episodes,
                                                                    key=str))
