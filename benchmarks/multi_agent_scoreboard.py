@@ -1,0 +1,97 @@
+"""The multi-agent scoreboard: offline algorithms trained per module on the mpe2 epsilon-ladder
+sets (`rljax-offline datasets make mpe-simple_spread-heuristic-eps*`), judged in the env.
+
+Each run maps the three agents to the data's module (`spread`, shared; `--per-agent`: one
+module per agent), trains `iterations` x `updates` updates, evaluates the team return (32
+episodes) after every iteration; its level is the mean of the last three evaluations. Levels
+are normalised with the references the data set stores (0 = uniform random, 100 = the scripted
+heuristic, both measured on 300 episodes). Prints one JSON line per run and one summary line
+per (set, algorithm): mean and standard deviation over seeds, the data's own return and
+updates per second. Needs the `[multiagent]` extra.
+
+    PYTHONPATH=. python benchmarks/multi_agent_scoreboard.py DATA_ROOT [SEEDS] [ITERATIONS] \
+        [UPDATES] [--per-agent] [--only SET:ALGO,...]
+
+DATA_ROOT holds one folder per set, named as the recipe (`spread-eps0.1`, `spread-eps0.7`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+from rljax_offline import BCConfig, CQLConfig, IQLConfig
+
+ENV = "mpe2.simple_spread_v3:parallel_env"
+AGENTS = ("agent_0", "agent_1", "agent_2")
+CONFIGS = {"bc": BCConfig, "cql": CQLConfig, "iql": IQLConfig}
+DEFAULT_RUNS = ("spread-eps0.1:bc", "spread-eps0.7:bc", "spread-eps0.7:cql", "spread-eps0.7:iql")
+
+
+def _config(algo: str, data: str, seed: int, updates: int, per_agent: bool):
+    config = CONFIGS[algo]().environment(ENV)
+    if per_agent:
+        config = config.multi_agent(policies=list(AGENTS),
+                                    policy_mapping_fn={a: a for a in AGENTS})
+    else:
+        config = config.multi_agent(policies={"spread"},
+                                    policy_mapping_fn={a: "spread" for a in AGENTS})
+    return (config.offline_data(input_=data)
+            .training(num_updates_per_iteration=updates, train_batch_size_per_learner=256)
+            .evaluation(evaluation_interval=1, evaluation_duration=32, evaluation_num_envs=16)
+            .debugging(seed=seed))
+
+
+def run(data: str, algo: str, seed: int, iterations: int, updates: int,
+        per_agent: bool) -> dict:
+    algo_obj = _config(algo, data, seed, updates, per_agent).build()
+    returns, update_s = [], 0.0
+    for _ in range(iterations):
+        result = algo_obj.train()
+        returns.append(result["evaluation"]["env_runners"]["episode_return_mean"])
+        update_s += result["learners"]["__all_modules__"]["learner_update_timer"] * updates
+    algo_obj.stop()
+    return {"level": float(np.mean(returns[-3:])), "returns": [round(r, 2) for r in returns],
+            "updates_per_s": iterations * updates / update_s}
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    per_agent = "--per-agent" in sys.argv
+    only = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--only=")), None)
+    root = args[0]
+    seeds = int(args[1]) if len(args) > 1 else 3
+    iterations = int(args[2]) if len(args) > 2 else 6
+    updates = int(args[3]) if len(args) > 3 else 500
+    for entry in (only.split(",") if only else DEFAULT_RUNS):
+        name, algo = entry.split(":")
+        data = os.path.join(root, name)
+        with open(os.path.join(data, "dataset.json")) as f:
+            meta = json.load(f)
+        lo, hi = meta["ref_min_score"], meta["ref_max_score"]
+        levels, speeds = [], []
+        t0 = time.perf_counter()
+        for seed in range(seeds):
+            r = run(data, algo, seed, iterations, updates, per_agent)
+            levels.append(r["level"])
+            speeds.append(r["updates_per_s"])
+            print(json.dumps({"set": name, "algo": algo, "seed": seed, **r}), flush=True)
+        norm = [100 * (x - lo) / (hi - lo) for x in levels]
+        print(json.dumps({
+            "set": name, "algo": algo, "modules": "per-agent" if per_agent else "shared",
+            "data_return": round(meta["return_mean"], 2),
+            "level_mean": round(float(np.mean(levels)), 2),
+            "level_std": round(float(np.std(levels)), 2),
+            "normalized_mean": round(float(np.mean(norm)), 1),
+            "normalized_std": round(float(np.std(norm)), 1),
+            "updates_per_s": round(float(np.median(speeds)), 1), "seeds": seeds,
+            "updates": iterations * updates, "minutes": round((time.perf_counter() - t0) / 60,
+                                                               1)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
