@@ -22,7 +22,7 @@ from rljax_offline.algorithms.config import DEFAULT_MODULE_ID, AlgorithmConfig
 from rljax_offline.algorithms.pipelines import Pipelines
 from rljax_offline.connectors import Spaces
 from rljax_offline.errors import ConfigError, ModuleSpaceMismatchError
-from rljax_offline.learning.multi_module import ModuleGroup
+from rljax_offline.learning.multi_module import ModuleGroup, group_modules
 from rljax_offline.learning.spec import AlgorithmSpec
 
 __all__ = ["ModuleSetup", "agent_mapping", "build_modules", "module_config", "module_groups"]
@@ -156,7 +156,8 @@ def _build_key(config: AlgorithmConfig, gym_spaces: tuple) -> str:
 
 
 def module_groups(modules: Mapping[str, ModuleSetup]) -> dict[str, ModuleGroup]:
-    """The modules that train stacked together: one spec object and one batch size.
+    """The modules that train stacked together: one spec object and one batch size
+    (`learning.multi_module.group_modules`).
 
     Args:
       modules: from `build_modules`.
@@ -164,8 +165,5 @@ def module_groups(modules: Mapping[str, ModuleSetup]) -> dict[str, ModuleGroup]:
     Returns:
       `{group name: ModuleGroup}`, each named by its first module.
     """
-    members: dict[tuple, list[str]] = {}
-    for module_id, m in modules.items():
-        members.setdefault((id(m.spec.learning), m.rows_per_update), []).append(module_id)
-    return {ids[0]: ModuleGroup(modules[ids[0]].spec.learning, tuple(ids))
-            for ids in members.values()}
+    return group_modules({m: s.spec.learning for m, s in modules.items()},
+                         {m: s.rows_per_update for m, s in modules.items()})

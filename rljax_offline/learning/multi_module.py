@@ -43,19 +43,23 @@ class ModuleGroup(NamedTuple):
     module_ids: tuple[str, ...]
 
 
-def group_modules(specs: Mapping[str, LearningSpec]) -> dict[str, ModuleGroup]:
+def group_modules(specs: Mapping[str, LearningSpec],
+                  rows: Mapping[str, int] | None = None) -> dict[str, ModuleGroup]:
     """Groups the modules built from one spec object (the caller builds one spec per
-    distinct spaces and config).
+    distinct spaces and config) and, where given, one batch size.
 
     Args:
         specs: `{module_id: LearningSpec}`.
+        rows: `{module_id: rows of its batch}` (None: all alike); modules of one spec but
+            other batch sizes cannot be stacked, so they form groups of their own.
 
     Returns:
         `{group name: ModuleGroup}`, each group named by its first module.
     """
-    groups: dict[int, list[str]] = {}
+    groups: dict[tuple, list[str]] = {}
     for module_id, spec in specs.items():
-        groups.setdefault(id(spec), []).append(module_id)
+        key = (id(spec), None if rows is None else rows[module_id])
+        groups.setdefault(key, []).append(module_id)
     return {ids[0]: ModuleGroup(specs[ids[0]], tuple(ids)) for ids in groups.values()}
 
 
