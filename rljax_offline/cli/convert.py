@@ -1,4 +1,5 @@
-"""`rljax-offline convert`: between tabular rows, episode rows, SampleBatch JSON and Minari."""
+"""`rljax-offline convert`: between tabular rows, episode rows, SampleBatch JSON and Minari;
+multi-agent data to per-module tabular or episode rows."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ def run(args) -> int:
     from rljax_offline.data import SkipReport
     from rljax_offline.data.convert import convert_dataset, convert_minari
     from rljax_offline.data.minari import is_minari_input
+    from rljax_offline.data.multi_agent_inspect import is_multi_agent_dataset
 
     skipped = SkipReport()
     source = input_of(args)
+    if is_multi_agent_dataset(source):
+        return run_multi_agent(args, source)
     if args.to == "minari" or is_minari_input(source):
         if args.to == "minari" and not is_minari_input(args.output):
             raise UsageError(f"--to minari writes a Minari dataset: give --output as "
@@ -34,6 +38,24 @@ def run(args) -> int:
     return 0
 
 
+def run_multi_agent(args, source: str) -> int:
+    """A multi-agent folder: one output folder per module, tabular or episode rows."""
+    from rljax_offline.data.multi_agent_convert import convert_multi_agent
+
+    if args.to == "minari" or args.schema is not None or args.env is not None:
+        raise UsageError("multi-agent data converts --to tabular or --to episodes (one folder "
+                         "per module), without --schema or --env")
+    if args.to == "tabular" and args.max_rows_per_file is not None:
+        raise UsageError("the multi-agent tabular layout writes one file per module: drop "
+                         "--max-rows-per-file (it applies to --to episodes)")
+    files = convert_multi_agent(source, args.output, to=args.to,
+                                output_max_rows_per_file=args.max_rows_per_file)
+    modules = sorted({f.rstrip("/").split("/")[-2] for f in files})
+    emit({"command": "convert", "to": args.to, "output": args.output, "files": len(files),
+          "modules": modules, "skipped_files": [], "dropped_episodes": 0})
+    return 0
+
+
 def register(sub) -> None:
     """Adds `convert` and its flags to the subcommands `sub`."""
     p = add_command(
@@ -43,7 +65,9 @@ def register(sub) -> None:
         "  rljax-offline convert --input minari:D4RL/door/human-v2 --output data/door "
         "--to episodes\n"
         "  rljax-offline convert --input data/cartpole --output minari:cartpole/bc-v0 "
-        "--to minari --env CartPole-v1", run)
+        "--to minari --env CartPole-v1\n"
+        "  rljax-offline convert --input data/spread --output data/spread_tab --to tabular"
+        "   # multi-agent: a folder per module", run)
     p.add_argument("--input", required=True, nargs="+",
                    help="Parquet files/folders/globs, SampleBatch .json files, or "
                         "minari:DATASET_ID")

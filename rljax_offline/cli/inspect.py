@@ -1,4 +1,5 @@
-"""`rljax-offline inspect`: a data set's episodes, timesteps, returns and schema."""
+"""`rljax-offline inspect`: a data set's episodes, timesteps, returns and schema; for
+multi-agent data also one summary per module and per agent."""
 
 from __future__ import annotations
 
@@ -11,10 +12,22 @@ def run(args) -> int:
     # `import rljax_offline.cli`; only `inspect` needs them (measured 2026-11-24).
     from rljax_offline.data import inspect_dataset
     from rljax_offline.data.minari import is_minari_input, minari_summary
+    from rljax_offline.data.multi_agent_inspect import (
+        inspect_multi_agent,
+        inspect_multi_agent_tabular,
+        is_multi_agent_dataset,
+        multi_agent_tabular_files,
+    )
 
     source = input_of(args)
-    summary = (minari_summary(source) if is_minari_input(source)
-               else inspect_dataset(args.input, **read_kwargs(args)))
+    if is_minari_input(source):
+        summary = minari_summary(source)
+    elif is_multi_agent_dataset(source):
+        summary = inspect_multi_agent(source)
+    elif ma_tabular := multi_agent_tabular_files(args.input):
+        summary = inspect_multi_agent_tabular(ma_tabular)
+    else:
+        summary = inspect_dataset(args.input, **read_kwargs(args))
     emit({"command": "inspect", **summary})
     return 0
 
@@ -24,7 +37,10 @@ def register(sub) -> None:
     p = add_command(
         sub, "inspect", "summarize a data set: episodes, timesteps, returns, schema",
         "  rljax-offline inspect --input data/cartpole\n"
-        "  rljax-offline inspect --input minari:cartpole/expert-v0", run)
+        "  rljax-offline inspect --input minari:cartpole/expert-v0\n"
+        "  rljax-offline inspect --input data/spread   # multi-agent: per module and agent",
+        run)
     p.add_argument("--input", required=True, nargs="+",
-                   help="Parquet files/folders/globs/URIs, or minari:DATASET_ID")
+                   help="Parquet files/folders/globs/URIs, a multi-agent folder (agents/ "
+                        "and env/), or minari:DATASET_ID")
     add_read_options(p)

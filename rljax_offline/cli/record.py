@@ -1,4 +1,6 @@
-"""`rljax-offline record`: episodes of a scripted expert, or of a trained policy, to Parquet."""
+"""`rljax-offline record`: episodes of a scripted expert, or of a trained policy, to Parquet;
+random actions in a multi-agent env (`--env mpe2:simple_spread_v3`) to the multi-agent
+format."""
 
 from __future__ import annotations
 
@@ -6,22 +8,89 @@ import os
 import time
 
 from rljax_offline.apps.recipes import RECIPES, recipe
-from rljax_offline.cli.args import env_id, finite_float, non_negative_int, positive_int
+from rljax_offline.cli.args import (
+    _json,
+    env_id,
+    finite_float,
+    non_negative_int,
+    positive_int,
+)
 from rljax_offline.cli.output import add_command, emit
+from rljax_offline.envs.multi_agent_make import is_multi_agent_env_id
 from rljax_offline.errors import OutputExistsError, UsageError
 
 EXPERT_ENVS = ("CartPole-v1", "Pendulum-v1")  # envs with a shipped scripted expert
 
 
+def any_env_id(text: str) -> str:
+    """A gymnasium id, or a multi-agent id (`mpe2:<env>`, `pettingzoo:<module>`,
+    `async_agents`), checked when the env is made."""
+    return text if is_multi_agent_env_id(text) else env_id(text)
+
+
+def module_mapping_arg(text: str):
+    if text in ("shared", "per-agent"):
+        return text
+    value = _json(text)
+    if not isinstance(value, dict):
+        import argparse
+        raise argparse.ArgumentTypeError("expected shared, per-agent or a JSON object "
+                                         '{"agent": "module"}')
+    return value
+
+
+def env_config_arg(text: str) -> dict:
+    value = _json(text)
+    if not isinstance(value, dict):
+        import argparse
+        raise argparse.ArgumentTypeError('expected a JSON object, e.g. \'{"N": 3}\'')
+    return value
+
+
+def run_multi_agent(args) -> int:
+    """`record` on a multi-agent env: random actions, one policy per module."""
+    from rljax_offline.acting.multi_agent_recording import record_multi_agent
+
+    refused = [flag for flag, on in (
+        ("--policy", args.policy is not None), ("--dataset", args.dataset is not None),
+        ("--mix", args.mix is not None), ("--epsilon", bool(args.epsilon)),
+        ("--flip-prob", bool(args.flip_prob)), ("--action-noise", bool(args.action_noise)),
+        ("--explore", args.explore), ("--rllib-layout", args.rllib_layout),
+        ("--compress-columns", args.compress_columns is not None)) if on]
+    if refused:
+        raise UsageError(f"{', '.join(refused)}: not for multi-agent envs ({args.env}), which "
+                         "record uniformly random actions per module")
+    if args.tabular and args.max_rows_per_file is not None:
+        raise UsageError("the multi-agent --tabular layout writes one file per module: drop "
+                         "--max-rows-per-file")
+    episodes = args.episodes or 100
+    t0 = time.perf_counter()
+    info = record_multi_agent(args.env, args.output, num_episodes=episodes,
+                              env_config=args.env_config,
+                              module_mapping_spec=args.module_mapping,
+                              num_envs=args.num_envs, seed=args.seed, tabular=args.tabular,
+                              max_episodes_per_file=args.max_rows_per_file)
+    emit({"command": "record", "env": args.env, "output": args.output,
+          "policy": "random", "episodes": episodes, "files": len(info["files"]),
+          "modules": info["modules"], "agents": info["agents"],
+          "seconds": round(time.perf_counter() - t0, 2)})
+    return 0
+
+
 def run(args) -> int:
+    if os.path.exists(args.output) and not os.path.isdir(args.output):
+        raise OutputExistsError(f"--output {args.output!r} is an existing file; record writes "
+                                "a folder of Parquet files (an existing folder is added to)")
+    if is_multi_agent_env_id(args.env):
+        return run_multi_agent(args)
+    if args.env_config is not None or args.module_mapping != "shared":
+        raise UsageError("--env-config and --module-mapping are for multi-agent envs "
+                         "(--env mpe2:<env>, pettingzoo:<module> or async_agents)")
     # start-up: acting.env_runner and acting.recording (the algorithm facade) cost ~120 ms
     # on top of `import rljax_offline.cli`; only `record` needs them (measured 2026-11-24).
     from rljax_offline.acting.env_runner import record_expert
     from rljax_offline.acting.recording import record_policy
 
-    if os.path.exists(args.output) and not os.path.isdir(args.output):
-        raise OutputExistsError(f"--output {args.output!r} is an existing file; record writes "
-                                "a folder of Parquet files (an existing folder is added to)")
     if args.rllib_layout and args.tabular:
         raise UsageError("--rllib-layout is a layout of episode rows: drop it or --tabular")
     if args.compress_columns and not args.tabular:
@@ -68,10 +137,20 @@ def register(sub) -> None:
         "  rljax-offline record --output data/mixed --dataset cartpole-mixed\n"
         "  rljax-offline record --output data/mix --mix 'expert:0.1,random:0.6,flip0.4:0.3'\n"
         "  rljax-offline record --env CartPole-v1 --policy runs/ppo/checkpoint "
-        "--output data/ppo",
+        "--output data/ppo\n"
+        "  rljax-offline record --env mpe2:simple_spread_v3 --output data/spread "
+        "--episodes 100",
         run)
-    p.add_argument("--env", default="CartPole-v1", type=env_id,
-                   help=f"gymnasium env id (scripted experts: {', '.join(EXPERT_ENVS)})")
+    p.add_argument("--env", default="CartPole-v1", type=any_env_id,
+                   help=f"gymnasium env id (scripted experts: {', '.join(EXPERT_ENVS)}), or a "
+                        "multi-agent one recorded with random actions: mpe2:<env>, "
+                        "pettingzoo:<module>, async_agents")
+    p.add_argument("--env-config", type=env_config_arg, default=None, metavar="JSON",
+                   help="multi-agent env: its constructor's arguments, e.g. "
+                        "'{\"N\": 3, \"continuous_actions\": true}'")
+    p.add_argument("--module-mapping", type=module_mapping_arg, default="shared",
+                   help="multi-agent env: agents to modules: shared (one default_policy), "
+                        "per-agent, or JSON '{\"agent_0\": \"m0\", ...}'")
     p.add_argument("--policy", default=None, metavar="CHECKPOINT",
                    help="record this checkpoint's policy (any algorithm) instead of the "
                         "scripted expert")
