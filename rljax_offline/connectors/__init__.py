@@ -52,6 +52,17 @@ from rljax_offline.connectors.module_to_env import (
     get_actions,
     module_outputs,
 )
+from rljax_offline.connectors.multi_agent_mean_std import mean_std_filter_per_agent
+from rljax_offline.connectors.multi_agent_pipelines import (
+    MultiAgentPipeline,
+    default_multi_agent_env_to_module,
+    default_multi_agent_learner,
+)
+from rljax_offline.connectors.observation_preprocessor import (
+    MultiAgentObservationPreprocessor,
+    multi_agent_observation_preprocessor,
+    single_agent_observation_preprocessor,
+)
 
 # public name -> the submodule that defines it, imported on first use
 _LAZY = {
@@ -65,6 +76,8 @@ _LAZY = {
 __all__ = [
     "Connector",
     "Context",
+    "MultiAgentObservationPreprocessor",
+    "MultiAgentPipeline",
     "RunningStats",
     "Spaces",
     "add_columns",
@@ -80,17 +93,22 @@ __all__ = [
     "default_env_to_module",
     "default_learner",
     "default_module_to_env",
+    "default_multi_agent_env_to_module",
+    "default_multi_agent_learner",
     "flatten_observations",
     "frame_stack",
     "get_actions",
     "mean_std_filter",
+    "mean_std_filter_per_agent",
     "model_connectors",
     "module_outputs",
+    "multi_agent_observation_preprocessor",
     "named_states",
     "one_hot_observations",
     "pipeline",
     "prev_actions_rewards",
     "rllib_dtypes",
+    "single_agent_observation_preprocessor",
     "stateless",
     "add_next_actions",
     "clip_actions_inside_bounds",

@@ -53,6 +53,11 @@ class Context(NamedTuple):
       params: the module's params, for pieces that run it.
       frozen: stateful pieces keep their state unchanged.
       written_back: the observations before each episode's latest were written back.
+      agent_index: in multi-agent pipelines, the `[B]` index of the agent each
+        `EpisodeBatch` row belongs to (its position in the pipeline's agent ids; -1 for a
+        padding row), for pieces that treat agents apart
+        (`single_agent_observation_preprocessor`, `mean_std_filter_per_agent`); None in
+        single-agent pipelines (every row is agent 0).
     """
 
     rng: Any = None
@@ -60,6 +65,7 @@ class Context(NamedTuple):
     params: Any = None
     frozen: Any = False
     written_back: Any = False
+    agent_index: Any = None
 
 
 EMPTY_CONTEXT = Context()
