@@ -197,3 +197,46 @@ def test_pipeline_errors_name_modules_and_spaces(fixture):
     learner = default_multi_agent_learner({"a0": T.OBS_SPACE}, ACT, {"a0": "m0"})
     with pytest.raises(ConfigError, match="agent 'a1' of episode 'ep0' has no module"):
         learner.apply(learner.init(), episodes(fixture, 3))
+
+
+def test_per_agent_filter_env_to_module_and_frozen_match_the_single_agent_filter():
+    from rljax_offline.episode.episode import Episode
+
+    box = gym.spaces.Box(-50, 50, (2,), np.float32)
+    rng = np.random.default_rng(1)
+    eps = [Episode(observations=rng.normal(k, 1.0 + k, size=(n + 1, 2)).astype(np.float32),
+                   actions=np.zeros(n, np.int64), rewards=np.zeros(n), observation_space=box)
+           for k, n in ((0, 3), (1, 4), (2, 2))]
+    index = jnp.asarray([0, 1, 0])
+    spaces = Spaces.of(box, gym.spaces.Discrete(2))
+    per_agent = mean_std_filter_per_agent(2)
+    state = per_agent.init(spaces)
+    out, _, state = jax.jit(per_agent.apply)(state, EpisodeBatch.from_episodes(eps), {},
+                                             Context(agent_index=index))
+    single = mean_std_filter()
+    for agent, rows in ((0, [0, 2]), (1, [1])):
+        want, _, s = jax.jit(single.apply)(single.init(spaces),
+                                  EpisodeBatch.from_episodes([eps[r] for r in rows]), {},
+                                  Context())
+        for j, r in enumerate(rows):
+            n = len(eps[r])
+            np.testing.assert_allclose(np.asarray(out.observations[r, n]),
+                                       np.asarray(want.observations[j, n]), rtol=1e-5)
+        assert float(state.count[agent]) == len(rows)
+        np.testing.assert_allclose(np.asarray(state.mean[agent]), np.asarray(s.mean),
+                                   rtol=1e-5)
+    # frozen (evaluation): every row normalized with its own agent's statistics, none pushed
+    frozen, _, same = jax.jit(per_agent.apply)(state, EpisodeBatch.from_episodes(eps), {},
+                                               Context(agent_index=index, frozen=True))
+    np.testing.assert_array_equal(np.asarray(same.count), np.asarray(state.count))
+    for r, agent in enumerate((0, 1, 0)):
+        std = np.sqrt(np.where(state.count[agent] > 1,
+                               state.m2[agent] / np.maximum(state.count[agent] - 1, 1),
+                               np.square(state.mean[agent])))
+        want = np.clip((eps[r].observations - state.mean[agent]) / (std + 1e-6), -10, 10)
+        np.testing.assert_allclose(np.asarray(frozen.observations[r, :len(eps[r]) + 1]),
+                                   want, rtol=1e-5, atol=1e-6)
+    static, _, _ = mean_std_filter_per_agent(2, update=False).apply(
+        state, EpisodeBatch.from_episodes(eps), {}, Context(agent_index=index))
+    np.testing.assert_allclose(np.asarray(static.observations), np.asarray(frozen.observations),
+                               rtol=1e-6)
