@@ -120,3 +120,5 @@ def test_convert_refuses_minari_and_tabular_row_limits_for_multi_agent(tmp_path,
     code, _, err = run(capsys, "convert", "--input", data, "--output", str(tmp_path / "m"),
                        "--to", "minari")
     assert code == 2 and "--to tabular or --to episodes" in err
+    code, _, err = run(capsys, "inspect", "--input", data, "--on-bad-file", "skip")
+    assert code == 2 and "apply to single-agent data" in err

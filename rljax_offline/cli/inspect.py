@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rljax_offline.cli.args import add_read_options, input_of, read_kwargs
 from rljax_offline.cli.output import add_command, emit
+from rljax_offline.errors import UsageError
 
 
 def run(args) -> int:
@@ -23,6 +24,9 @@ def run(args) -> int:
     if is_minari_input(source):
         summary = minari_summary(source)
     elif is_multi_agent_dataset(source):
+        if args.on_bad_file == "skip" or args.schema is not None:
+            raise UsageError("multi-agent data is read as written: --on-bad-file skip and "
+                             "--schema apply to single-agent data")
         summary = inspect_multi_agent(source)
     elif ma_tabular := multi_agent_tabular_files(args.input):
         summary = inspect_multi_agent_tabular(ma_tabular)
