@@ -184,3 +184,26 @@ def test_tabular_layout_reads_as_one_episode_per_agent(fixture, tmp_path):
             # env_t: the env step of each row's observation, from the env-step map
             obs_env_steps = g.get_extra_model_outputs("env_t")
             np.testing.assert_array_equal(g.get_observations()[:-1, 0], obs_env_steps)
+
+
+def test_tabular_writer_streams_row_groups_and_names_a_module_of_mixed_shapes(fixture,
+                                                                             tmp_path):
+    from rljax_offline.data.multi_agent_tabular import write_multi_agent_tabular
+    from rljax_offline.episode.multi_agent_builder import MultiAgentEpisodeBuilder
+    from rljax_offline.errors import OfflineDataError
+
+    eps = [T.build(fixture, i, tr["steps"]).finalize()
+           for i, tr in enumerate(fixture["traces"][:8]) if tr["rllib_error"] is None]
+    small = write_multi_agent_tabular(eps, str(tmp_path / "small"), row_group_rows=5)
+    whole = write_multi_agent_tabular(eps, str(tmp_path / "whole"))
+    for a, b in zip(sorted(small), sorted(whole)):
+        assert pq.ParquetFile(a).num_row_groups > 1 == pq.ParquetFile(b).num_row_groups
+        assert pq.read_table(a).equals(pq.read_table(b))
+    b = MultiAgentEpisodeBuilder("mixed", agent_to_module_mapping_fn=lambda a, e: "m")
+    b.add_env_reset(observations={"x": np.zeros(2, np.float32), "y": np.zeros(3, np.float32)})
+    b.add_env_step({"x": np.ones(2, np.float32), "y": np.ones(3, np.float32)},
+                   {"x": 0, "y": 1}, {"x": 1.0, "y": 0.0})
+    with pytest.raises(OfflineDataError, match="module 'm': its agents' rows do not share"):
+        write_multi_agent_tabular([b.finalize()], str(tmp_path / "mixed"))
+    leftovers = [p for p in (tmp_path / "mixed").rglob("*") if p.is_file()]
+    assert leftovers == []

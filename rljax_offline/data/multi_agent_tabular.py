@@ -55,48 +55,90 @@ def agent_rows_table(ep: MultiAgentEpisode, agent_id, agent_index: int) -> pa.Ta
     return table.append_column("env_t", pa.array(env_t, pa.int64()))
 
 
+class _ModuleFile:
+    """One module's open output file: rows buffered up to a row group, then written."""
+
+    def __init__(self, fs, path: str, first: pa.Table, episode):
+        self.path, self.pending, self.rows = path, [], 0
+        meta = {**(first.schema.metadata or {}),
+                **file_metadata("multi_agent_tabular", episode),
+                (META_PREFIX + "multi_agent_schema").encode(): json.dumps(
+                    {"format_version": FORMAT_VERSION, "kind": "tabular",
+                     "columns": {f.name: str(f.type) for f in first.schema}}).encode()}
+        self.schema = first.schema.with_metadata(meta)
+        self.ctx = atomic_output(fs, path)
+        self.writer = pq.ParquetWriter(self.ctx.__enter__(), self.schema,
+                                       write_page_checksum=True)
+
+    def add(self, table: pa.Table, module_id, row_group_rows: int) -> None:
+        try:
+            table = table.cast(self.schema)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as e:
+            raise OfflineDataError(f"module {module_id!r}: its agents' rows do not share one "
+                                   f"schema (different spaces or model outputs?): {e}") from None
+        self.pending.append(table)
+        self.rows += table.num_rows
+        if self.rows >= row_group_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.writer.write_table(pa.concat_tables(self.pending))
+            self.pending, self.rows = [], 0
+
+    def close(self, exc: BaseException | None = None) -> None:
+        if exc is None:
+            self.flush()
+            self.writer.close()
+            self.ctx.__exit__(None, None, None)
+            return
+        try:
+            self.writer.close()
+        finally:
+            self.ctx.__exit__(type(exc), exc, None)
+
+
 def write_multi_agent_tabular(episodes: Iterable[MultiAgentEpisode], path: str, *,
-                              filesystem=None) -> list[str]:
-    """Writes `<path>/<module_id>/ma_tabular_<run id>.parquet`, one atomic file per module;
-    returns the files.
+                              filesystem=None, row_group_rows: int = 65536) -> list[str]:
+    """Writes `<path>/<module_id>/ma_tabular_<run id>.parquet`, one atomic file per module,
+    streamed row group by row group (`row_group_rows` agent steps are held per module).
 
     Each module's folder is a plain tabular data set (see the module docstring): the
     single-agent tabular readers read it, one episode per agent.
 
     Args:
-      episodes: the multi-agent episodes.
+      episodes: the multi-agent episodes (streamed: one is held at a time).
       path: the output folder.
       filesystem: a `pyarrow.fs.FileSystem` (default: inferred from `path`).
+      row_group_rows: agent steps per module buffered before a row group is written.
 
     Returns:
       The files written.
+
+    Raises:
+      OfflineDataError: the agents of one module have rows of different schemas (other
+        spaces or model outputs); no file of that call is left behind.
     """
     fs, root = _filesystem(path, filesystem, None)
-    by_module: dict = {}
-    first: dict = {}
-    for ep in episodes:
-        order = sorted(ep.agent_episodes, key=str)
-        for k, a in enumerate(order):
-            if len(ep.agent_episodes[a]) == 0:
-                continue
-            mid = ep.agent_episodes[a].module_id
-            by_module.setdefault(mid, []).append(agent_rows_table(ep, a, k))
-            first.setdefault(mid, ep.agent_episodes[a])
-    files, run = [], new_run_id()
-    for mid, tables in by_module.items():
-        try:
-            table = pa.concat_tables(tables)
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
-            raise OfflineDataError(f"module {mid!r}: its agents' rows do not share one schema "
-                                   f"(different spaces or model outputs?): {e}") from None
-        meta = {**(table.schema.metadata or {}),
-                **file_metadata("multi_agent_tabular", first[mid]),
-                (META_PREFIX + "multi_agent_schema").encode(): json.dumps(
-                    {"format_version": FORMAT_VERSION, "kind": "tabular",
-                     "columns": {f.name: str(f.type) for f in table.schema}}).encode()}
-        name = f"{root}/{mid}/ma_tabular_{run}.parquet"
-        with atomic_output(fs, name) as stream:
-            pq.write_table(table.replace_schema_metadata(meta), stream,
-                           write_page_checksum=True)
-        files.append(name)
-    return files
+    run = new_run_id()
+    files: dict = {}
+    try:
+        for ep in episodes:
+            order = sorted(ep.agent_episodes, key=str)
+            for k, a in enumerate(order):
+                sa = ep.agent_episodes[a]
+                if len(sa) == 0:
+                    continue
+                table = agent_rows_table(ep, a, k)
+                mid = sa.module_id
+                if mid not in files:
+                    files[mid] = _ModuleFile(fs, f"{root}/{mid}/ma_tabular_{run}.parquet",
+                                             table, sa)
+                files[mid].add(table, mid, row_group_rows)
+    except BaseException as e:
+        for f in files.values():
+            f.close(e)
+        raise
+    for f in files.values():
+        f.close()
+    return [f.path for f in files.values()]
