@@ -8,8 +8,8 @@
   single-agent tools (and RLlib's reader) train one module on.
 
 Both are flat views of the multi-agent data: hanging values and env records stay in the
-episode-row format. Episodes are streamed (one multi-agent episode in memory at a time for
-`episodes`; the tabular writer holds each module's rows until it writes them).
+episode-row format. Episodes are streamed: one multi-agent episode in memory at a time, plus
+a row group per module for `tabular`.
 
 Example:
     >>> import os, tempfile
