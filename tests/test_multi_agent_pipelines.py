@@ -188,6 +188,30 @@ def test_env_to_module_rows_are_the_agents_to_act(fixture):
     assert seen == {(ep.id_, a) for ep in eps for a in ep.get_agents_to_act()}
 
 
+def test_env_to_module_filter_pushes_every_agent_that_stepped_as_rllib(fixture):
+    eps = episodes(fixture, 20)
+    assert any(ep.is_done for ep in eps) and any(not ep.is_done for ep in eps)
+    pipe = default_multi_agent_env_to_module(OBS, ACT, fixture["modules"],
+                                             mean_std_filter_per_agent(len(AGENTS)),
+                                             agent_ids=AGENTS)
+    mb, states = pipe.apply(pipe.init(), eps, rows=64)
+    for mid in ("m0", "m1"):
+        assert sorted(mb.structure[mid]) == sorted(
+            (ep.id_, a) for ep in eps for a in ep.get_agents_to_act()
+            if fixture["modules"][a] == mid)
+        for k, a in enumerate(AGENTS):
+            if fixture["modules"][a] != mid:
+                continue
+            stepped = [ep for ep in eps if a in ep.get_agents_that_stepped()]
+            assert float(states[mid][0].count[k]) == len(stepped)  # done agents included
+    per_module = default_multi_agent_env_to_module(OBS, ACT, fixture["modules"],
+                                                   mean_std_filter(), agent_ids=AGENTS)
+    _, states = per_module.apply(per_module.init(), eps, rows=64)  # 64 rows: padding pushes
+    for mid in ("m0", "m1"):                                      # nothing
+        assert float(states[mid][0].count) == sum(
+            fixture["modules"][a] == mid for ep in eps for a in ep.get_agents_that_stepped())
+
+
 def test_pipeline_errors_name_modules_and_spaces(fixture):
     other = dict(OBS, a1=gym.spaces.Box(-1, 1, (5,), np.float32))
     with pytest.raises(ModuleSpaceMismatchError, match="'a0' and 'a1'"):

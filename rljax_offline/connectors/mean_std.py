@@ -192,7 +192,8 @@ def mean_std_filter(update: bool = True, clip: float | None = 10.0,
     episode's latest (`L + length`), as RLlib pushes each observation once when the env emits
     it; learner (`as_learner_connector=True`, explicit), every observation of each episode from
     its first step to its last (`L .. L + length`; none of an episode without steps, such as
-    a batch's padding). Other columns (the lookback) are normalized
+    a batch's padding). In multi-agent pipelines rows whose `ctx.agent_index` is -1 (padding)
+    push nothing on either side. Other columns (the lookback) are normalized
     with the statistics as of just before their episode's pushes (RLlib would hold the values
     normalized back then) - unless `ctx.written_back`: then they already hold what this piece
     wrote back at their own step (RLlib writes the normalized latest observation into its
@@ -233,6 +234,8 @@ def mean_std_filter(update: bool = True, clip: float | None = 10.0,
         # its one observation (zeros) must not enter the statistics.
         mask = ((col >= 0) & (col <= lengths) & (lengths > 0) if as_learner_connector
                 else col == lengths)
+        if ctx.agent_index is not None:  # multi-agent pipelines: -1 marks a padding row
+            mask = mask & (jnp.asarray(ctx.agent_index) >= 0)[:, None]
         return mask & jnp.logical_not(jnp.asarray(ctx.frozen, bool)) & update
 
     def apply(state, episodes, batch, ctx):

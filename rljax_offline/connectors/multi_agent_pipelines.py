@@ -8,12 +8,15 @@ four observations (RLlib's `FrameStacking(multi_agent=True)`), `mean_std_filter(
 set of statistics per module (its state lives under the module id) and
 `mean_std_filter_per_agent(n)` one per agent, as RLlib's `MeanStdFilter(multi_agent=True)`.
 Each row carries its agent's index (`ctx.agent_index` inside the pipeline, an
-`agent_index` column in the batch), the agent's position in `agent_ids`.
+`agent_index` column in the batch), the agent's position in `agent_ids`; padding rows
+(bucketed row counts) have -1, so stateful pieces leave them out of their statistics.
 
 The output is a `ModuleBatch`: `data` `{module_id: batch}`, `structure` `{module_id:
 [(multi-agent episode id, agent id), ...]}` one entry per `EpisodeBatch` row, `counts` the
 batch rows of each entry (learner: the padded length `T`, `loss_mask` marks real steps;
-env-to-module: 1, the agent's latest observation).
+env-to-module: 1, the agent's latest observation). Env-to-module pieces see every agent that
+stepped, as RLlib's (a mean-std filter pushes the final observation of an agent that just
+finished too); the batch's first rows, those in `structure`, are the agents to act.
 
 Example:
     >>> import gymnasium as gym, numpy as np
@@ -127,11 +130,22 @@ class MultiAgentPipeline(NamedTuple):
             eps = p.apply(eps)
         index = {a: i for i, a in enumerate(self.agent_ids)}
         by_module: dict = {}
+        acting: dict = {}  # env-to-module: rows of agents to act (first), then done ones
         for ep in eps:
-            agents = ep.agent_episodes if self.as_learner_connector else sorted(
-                ep.get_agents_to_act(), key=str)
+            if self.as_learner_connector:
+                agents = list(ep.agent_episodes)
+            else:
+                to_act = ep.get_agents_to_act()
+                agents = sorted(to_act, key=str) + sorted(
+                    ep.get_agents_that_stepped() - to_act, key=str)
             for a in agents:
-                by_module.setdefault(self.module_of(a, ep), []).append(ep.agent_episodes[a])
+                mid = self.module_of(a, ep)
+                by_module.setdefault(mid, []).append(ep.agent_episodes[a])
+                acting.setdefault(mid, []).append(self.as_learner_connector or a in to_act)
+        for mid, flags in acting.items():  # to-act rows first within each module
+            order = sorted(range(len(flags)), key=lambda i: not flags[i])
+            by_module[mid] = [by_module[mid][i] for i in order]
+            acting[mid] = sum(flags)
         batches = {}
         for mid, v in by_module.items():
             # agents that have not acted yet have no model-output columns
@@ -150,14 +164,15 @@ class MultiAgentPipeline(NamedTuple):
             if unknown:
                 raise ConfigError(f"agents {sorted(map(str, unknown))} are not in the "
                                   f"pipeline's agent_ids {list(self.agent_ids)}")
-            idx = np.zeros(eb.batch_size, np.int32)
+            idx = np.full(eb.batch_size, -1, np.int32)  # -1: a padding row
             idx[:len(agent_rows)] = [index[e.agent_id] for e in agent_rows]
             _, batch, new_states[mid] = self.jitted[mid](
                 states[mid], eb, {}, ctx._replace(agent_index=jnp.asarray(idx)))
             per_row = eb.max_len if self.as_learner_connector else 1
             data[mid] = {**batch, AGENT_INDEX: jnp.repeat(jnp.asarray(idx), per_row)}
-            structure[mid] = [(e.multi_agent_episode_id, e.agent_id) for e in agent_rows]
-            counts[mid] = [per_row] * len(agent_rows)
+            kept = agent_rows[:acting[mid]]
+            structure[mid] = [(e.multi_agent_episode_id, e.agent_id) for e in kept]
+            counts[mid] = [per_row] * len(kept)
         return ModuleBatch(data, structure, counts, self.as_learner_connector), new_states
 
 
