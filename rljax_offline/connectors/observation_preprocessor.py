@@ -18,7 +18,8 @@ pipelines get the same values RLlib's episodes would hold, without mutation, and
   `MultiAgentEpisode`s before the agent-to-module mapping; `preprocess(observations)` takes
   `{agent_id: observation}` of the agents observed at one env step and returns the new
   observation of each of them. Env steps with the same set of agents go through one jitted,
-  `vmap`ped call, so it compiles once per agent set.
+  `vmap`ped call (padded to a power of two), so it compiles once per agent set and size
+  bucket.
 
 Example:
     >>> import jax.numpy as jnp
@@ -47,11 +48,17 @@ import numpy as np
 
 from rljax_offline import spaces as sp
 from rljax_offline.connectors.core import Connector
+from rljax_offline.episode.batch import bucket_length
 from rljax_offline.episode.multi_agent import SKIP, MultiAgentEpisode
 from rljax_offline.errors import MultiAgentEpisodeError
 
 __all__ = ["MultiAgentObservationPreprocessor", "multi_agent_observation_preprocessor",
            "single_agent_observation_preprocessor"]
+
+
+def _head(tree: Any, n: int) -> Any:
+    """The first `n` rows of every leaf, as numpy."""
+    return jax.tree_util.tree_map(lambda x: np.asarray(x)[:n], tree)
 
 
 def _spec(space: Any) -> Any:
@@ -144,10 +151,12 @@ class MultiAgentObservationPreprocessor:
         new: dict = {}
         filled = {a: np.zeros(n, bool) for a, n in n_obs.items()}
         for agents, steps in groups.items():
+            # env steps padded to a power of two (repeating the first): few compiled shapes
+            pad = [steps[0]] * (bucket_length(len(steps), "pow2", 1) - len(steps))
             stacked = {a: jax.tree_util.tree_map(
-                lambda x, rows=[at[t][a] for t in steps]: np.asarray(x)[rows],
+                lambda x, rows=[at[t][a] for t in steps + pad]: np.asarray(x)[rows],
                 ep.agent_episodes[a].observations) for a in agents}
-            out = self._batched(stacked)
+            out = _head(self._batched(stacked), len(steps))
             if set(out) != set(agents):
                 raise MultiAgentEpisodeError(
                     f"episode {ep.id_!r}, env step {steps[0]}: the multi-agent preprocessor "
