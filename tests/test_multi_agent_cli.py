@@ -4,6 +4,7 @@ the episodes, per-module conversion, and the flags that make no sense refused by
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import numpy as np
@@ -70,6 +71,7 @@ def test_async_env_per_agent_modules_and_tabular_record(tmp_path, capsys):
                          "--episodes", "2", "--module-mapping", "per-agent", "--num-envs", "1")
     assert code == 0, err
     assert rec["modules"] == ["fast", "late", "slow"]
+    assert rec["env_factory"] == "rljax_offline.envs.async_agents:AsyncAgentsEnv"
     code, info, err = run(capsys, "inspect", "--input", data)
     assert set(info["modules"]) == {"fast", "late", "slow"}
     eps = read_multi_agent_episodes(data)
@@ -122,3 +124,21 @@ def test_convert_refuses_minari_and_tabular_row_limits_for_multi_agent(tmp_path,
     assert code == 2 and "--to tabular or --to episodes" in err
     code, _, err = run(capsys, "inspect", "--input", data, "--on-bad-file", "skip")
     assert code == 2 and "apply to single-agent data" in err
+
+
+def test_env_ids_short_forms_and_module_function(tmp_path, capsys):
+    from rljax_offline.envs.multi_agent_make import canonical_env_id, is_multi_agent_env_id
+
+    assert not is_multi_agent_env_id("CartPole-v1")
+    assert not is_multi_agent_env_id("ale_py:ALE/Pong-v5")  # gymnasium's module:id form
+    assert is_multi_agent_env_id("mpe2.simple_spread_v3:parallel_env")
+    if importlib.util.find_spec("mpe2") is not None:
+        assert canonical_env_id("mpe2:simple_spread_v3") == "mpe2.simple_spread_v3:parallel_env"
+        assert canonical_env_id("pettingzoo:mpe2.simple_v3") == "mpe2.simple_v3:parallel_env"
+    code, rec, err = run(capsys, "record", "--env",
+                         "rljax_offline.envs.async_agents:AsyncAgentsEnv", "--env-config",
+                         '{"max_steps": 5}', "--output", str(tmp_path / "d"), "--episodes", "2",
+                         "--num-envs", "1")
+    assert code == 0, err
+    eps = read_multi_agent_episodes(str(tmp_path / "d"))
+    assert [len(ep) for ep in eps] == [5, 5]

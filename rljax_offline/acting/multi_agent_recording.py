@@ -16,7 +16,11 @@ from typing import Any
 
 from rljax_offline.acting.multi_agent_runner import MultiAgentEnvRunner, random_policy
 from rljax_offline.connectors.multi_agent import module_spaces
-from rljax_offline.envs.multi_agent_make import module_mapping, multi_agent_env_factory
+from rljax_offline.envs.multi_agent_make import (
+    canonical_env_id,
+    module_mapping,
+    multi_agent_env_from_id,
+)
 
 __all__ = ["record_multi_agent"]
 
@@ -29,7 +33,7 @@ def record_multi_agent(env: str, output: str, *, num_episodes: int,
 
     Args:
       env: a multi-agent env id (`mpe2:simple_spread_v3`, `pettingzoo:<module>`,
-        `async_agents`; see `envs.multi_agent_make`).
+        `async_agents`, `module:function`; see `envs.multi_agent_make`).
       output: the output folder.
       num_episodes: complete multi-agent episodes to record.
       env_config: the env constructor's keyword arguments.
@@ -41,9 +45,10 @@ def record_multi_agent(env: str, output: str, *, num_episodes: int,
       max_episodes_per_file: episode rows: start a new file pair after this many episodes.
 
     Returns:
-      `{"files": [...], "modules": [...], "agents": [...]}`.
+      `{"files": [...], "modules": [...], "agents": [...], "env": the "module:function"
+      form of `env` (what a multi-agent config's `env` takes)}`.
     """
-    make = multi_agent_env_factory(env, env_config)
+    make = multi_agent_env_from_id(env, env_config)
     probe = make()
     agents = list(getattr(probe, "possible_agents", None) or probe.agents)
     mapping = module_mapping(module_mapping_spec, agents)
@@ -60,4 +65,5 @@ def record_multi_agent(env: str, output: str, *, num_episodes: int,
         files = write_multi_agent_tabular(runner.episodes(num_episodes), output)
     else:
         files = runner.record(output, num_episodes, max_episodes_per_file=max_episodes_per_file)
-    return {"files": files, "modules": sorted(spaces), "agents": [str(a) for a in agents]}
+    return {"files": files, "modules": sorted(spaces), "agents": [str(a) for a in agents],
+            "env": canonical_env_id(env)}

@@ -71,7 +71,8 @@ def run_multi_agent(args) -> int:
                               num_envs=args.num_envs, seed=args.seed, tabular=args.tabular,
                               max_episodes_per_file=args.max_rows_per_file)
     emit({"command": "record", "env": args.env, "output": args.output,
-          "policy": "random", "episodes": episodes, "files": len(info["files"]),
+          "env_factory": info["env"], "policy": "random", "episodes": episodes,
+          "files": len(info["files"]),
           "modules": info["modules"], "agents": info["agents"],
           "seconds": round(time.perf_counter() - t0, 2)})
     return 0
@@ -85,7 +86,8 @@ def run(args) -> int:
         return run_multi_agent(args)
     if args.env_config is not None or args.module_mapping != "shared":
         raise UsageError("--env-config and --module-mapping are for multi-agent envs "
-                         "(--env mpe2:<env>, pettingzoo:<module> or async_agents)")
+                         "(--env mpe2:<env>, pettingzoo:<module>, async_agents or "
+                         "module:function)")
     # start-up: acting.env_runner and acting.recording (the algorithm facade) cost ~120 ms
     # on top of `import rljax_offline.cli`; only `record` needs them (measured 2026-11-24).
     from rljax_offline.acting.env_runner import record_expert
@@ -144,7 +146,7 @@ def register(sub) -> None:
     p.add_argument("--env", default="CartPole-v1", type=any_env_id,
                    help=f"gymnasium env id (scripted experts: {', '.join(EXPERT_ENVS)}), or a "
                         "multi-agent one recorded with random actions: mpe2:<env>, "
-                        "pettingzoo:<module>, async_agents")
+                        "pettingzoo:<module>, async_agents or module:function")
     p.add_argument("--env-config", type=env_config_arg, default=None, metavar="JSON",
                    help="multi-agent env: its constructor's arguments, e.g. "
                         "'{\"N\": 3, \"continuous_actions\": true}'")
