@@ -264,3 +264,38 @@ def test_per_agent_filter_env_to_module_and_frozen_match_the_single_agent_filter
         state, EpisodeBatch.from_episodes(eps), {}, Context(agent_index=index))
     np.testing.assert_allclose(np.asarray(static.observations), np.asarray(frozen.observations),
                                rtol=1e-6)
+
+
+def test_per_agent_filter_equals_rllibs_multi_agent_mean_std_filter(fixture):
+    """RLlib 2.60's env-to-module `MeanStdFilter(multi_agent=True)` called after every env
+    step of 40 traces (`fixtures/multi_agent/make_rllib_filter_fixtures.py`): the agents to
+    act get RLlib's normalized observations, and each agent's statistics end equal."""
+    import json
+    import os
+
+    with open(os.path.join(T.HERE, "rllib_filter.json")) as f:
+        rllib = json.load(f)
+    pipe = default_multi_agent_env_to_module(OBS, ACT, fixture["modules"],
+                                             mean_std_filter_per_agent(len(AGENTS)),
+                                             agent_ids=AGENTS)
+    state, compared = pipe.init(), 0
+    for i, calls in zip(rllib["traces"], rllib["calls"]):
+        tr = fixture["traces"][i]
+        b = T.new_builder(fixture, i)
+        b.add_env_reset(observations=tr["reset"]["observations"], infos=tr["reset"]["infos"])
+        for k, want in enumerate(calls):
+            if k:
+                T.step(b, tr["steps"][k - 1])
+            mb, state = pipe.apply(state, [b.finalize()])
+            for mid, rows in mb.structure.items():
+                for row, (_, agent) in enumerate(rows):
+                    np.testing.assert_allclose(np.asarray(mb.data[mid]["obs"][row]),
+                                               want[agent], rtol=1e-4, atol=1e-5)
+                    compared += 1
+    assert compared > 250
+    for k, a in enumerate(AGENTS):
+        stats = state[fixture["modules"][a]][0]
+        want = rllib["stats"][a]
+        assert float(stats.count[k]) == want["n"]
+        np.testing.assert_allclose(np.asarray(stats.mean[k]), want["mean"], rtol=1e-5)
+        np.testing.assert_allclose(np.asarray(stats.std[k]), want["std"], rtol=1e-4)
