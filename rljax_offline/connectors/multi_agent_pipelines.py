@@ -11,6 +11,9 @@ Each row carries its agent's index (`ctx.agent_index` inside the pipeline, an
 `agent_index` column in the batch), the agent's position in `agent_ids`; padding rows
 (bucketed row counts) have -1, so stateful pieces leave them out of their statistics.
 
+An env-to-module call pads only the steps its pieces read (`Connector.lookback`) of each
+agent, so its cost does not grow with the episode's length.
+
 The output is a `ModuleBatch`: `data` `{module_id: batch}`, `structure` `{module_id:
 [(multi-agent episode id, agent id), ...]}` one entry per `EpisodeBatch` row, `counts` the
 batch rows of each entry (learner: the padded length `T`, `loss_mask` marks real steps;
@@ -140,7 +143,12 @@ class MultiAgentPipeline(NamedTuple):
                     ep.get_agents_that_stepped() - to_act, key=str)
             for a in agents:
                 mid = self.module_of(a, ep)
-                by_module.setdefault(mid, []).append(ep.agent_episodes[a])
+                sa = ep.agent_episodes[a]
+                if not self.as_learner_connector:  # only what the pieces read (`lookback`)
+                    need = self.pipelines[mid].lookback if mid in self.pipelines else 0
+                    if sa.len_lookback_buffer + len(sa) > need:
+                        sa = sa.slice(slice(len(sa), len(sa)), len_lookback_buffer=need)
+                by_module.setdefault(mid, []).append(sa)
                 acting.setdefault(mid, []).append(self.as_learner_connector or a in to_act)
         for mid, flags in acting.items():  # to-act rows first within each module
             order = sorted(range(len(flags)), key=lambda i: not flags[i])
