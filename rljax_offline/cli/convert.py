@@ -65,9 +65,7 @@ def register(sub) -> None:
         "  rljax-offline convert --input minari:D4RL/door/human-v2 --output data/door "
         "--to episodes\n"
         "  rljax-offline convert --input data/cartpole --output minari:cartpole/bc-v0 "
-        "--to minari --env CartPole-v1\n"
-        "  rljax-offline convert --input data/spread --output data/spread_tab --to tabular"
-        "   # multi-agent: a folder per module", run)
+        "--to minari --env CartPole-v1", run)
     p.add_argument("--input", required=True, nargs="+",
                    help="Parquet files/folders/globs, SampleBatch .json files, or "
                         "minari:DATASET_ID")

@@ -41,10 +41,8 @@ def register(sub) -> None:
     p = add_command(
         sub, "inspect", "summarize a data set: episodes, timesteps, returns, schema",
         "  rljax-offline inspect --input data/cartpole\n"
-        "  rljax-offline inspect --input minari:cartpole/expert-v0\n"
-        "  rljax-offline inspect --input data/spread   # multi-agent: per module and agent",
-        run)
+        "  rljax-offline inspect --input minari:cartpole/expert-v0", run)
     p.add_argument("--input", required=True, nargs="+",
-                   help="Parquet files/folders/globs/URIs, a multi-agent folder (agents/ "
-                        "and env/), or minari:DATASET_ID")
+                   help="Parquet files/folders/globs/URIs (multi-agent too) or "
+                        "minari:DATASET_ID")
     add_read_options(p)

@@ -144,15 +144,14 @@ def register(sub) -> None:
         "--episodes 100",
         run)
     p.add_argument("--env", default="CartPole-v1", type=any_env_id,
-                   help=f"gymnasium env id (scripted experts: {', '.join(EXPERT_ENVS)}), or a "
-                        "multi-agent one recorded with random actions: mpe2:<env>, "
-                        "pettingzoo:<module>, async_agents or module:function")
+                   help=f"gymnasium id (experts: {', '.join(EXPERT_ENVS)}); multi-agent:"
+                        " mpe2:<env>, pettingzoo:<module>, async_agents, "
+                        "module:function")
     p.add_argument("--env-config", type=env_config_arg, default=None, metavar="JSON",
-                   help="multi-agent env: its constructor's arguments, e.g. "
-                        "'{\"N\": 3, \"continuous_actions\": true}'")
+                   help="multi-agent env: its constructor's arguments")
     p.add_argument("--module-mapping", type=module_mapping_arg, default="shared",
-                   help="multi-agent env: agents to modules: shared (one default_policy), "
-                        "per-agent, or JSON '{\"agent_0\": \"m0\", ...}'")
+                   metavar="SPEC", help="multi-agent: shared, per-agent or JSON {agent: "
+                   "module}")
     p.add_argument("--policy", default=None, metavar="CHECKPOINT",
                    help="record this checkpoint's policy (any algorithm) instead of the "
                         "scripted expert")

@@ -115,7 +115,11 @@ class MultiAgentObservationPreprocessor:
 
     preprocess: Callable[[dict], dict]
     output_spaces: Callable[[dict], dict] | None = None
-    _batched: Any = dataclasses.field(default=None, repr=False, compare=False)
+    _batched: Any = dataclasses.field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        # one jitted, vmapped call per agent set (and size bucket)
+        object.__setattr__(self, "_batched", jax.jit(jax.vmap(self.preprocess)))
 
     def observation_spaces(self, spaces: dict) -> dict:
         """The agents' observation spaces after the preprocessor.
@@ -210,8 +214,7 @@ def multi_agent_observation_preprocessor(
       output_spaces: `{agent_id: observation space} -> {agent_id: observation space}`;
         None keeps the spaces.
     """
-    return MultiAgentObservationPreprocessor(preprocess, output_spaces,
-                                             jax.jit(jax.vmap(preprocess)))
+    return MultiAgentObservationPreprocessor(preprocess, output_spaces)
 
 
 def preprocessed_spaces(preprocessors: Sequence[MultiAgentObservationPreprocessor],
