@@ -9,6 +9,7 @@ readers and writers load with the package; the others load their module on first
 import importlib
 
 from rljax_offline.data.codec import decode_episode, decode_state, encode_episode, encode_state
+from rljax_offline.data.compressed_cells import pack_compressed, unpack_compressed
 from rljax_offline.data.convert import (
     convert_dataset,
     episodes_to_tabular,
@@ -19,7 +20,7 @@ from rljax_offline.data.files import resolve_files
 from rljax_offline.data.inspect import inspect_dataset
 from rljax_offline.data.reader import SkipReport, iter_episodes, read_episodes
 from rljax_offline.data.stream import sample_timesteps
-from rljax_offline.data.tabular import episodes_to_table, pack_compressed, unpack_compressed
+from rljax_offline.data.tabular import episodes_to_table
 from rljax_offline.data.validate import check_episode
 from rljax_offline.data.writer import EpisodeWriter, write_episodes
 from rljax_offline.errors import (

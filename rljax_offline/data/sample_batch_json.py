@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from rljax_offline.data.tabular import unpack_compressed
+from rljax_offline.data.compressed_cells import unpack_compressed
 from rljax_offline.data.validate import check_episode
 from rljax_offline.episode.episode import Episode, EpisodeError
 from rljax_offline.errors import OfflineDataError
