@@ -34,7 +34,13 @@ _REGISTERED: dict[str, type] = {}
 
 
 def register(name: str, config_class: type) -> None:
-    """Makes `config_class` (an `AlgorithmConfig` subclass) known as `name`."""
+    """Makes `config_class` (an `AlgorithmConfig` subclass) known as `name`: the CLI's
+    `--algo` choices, checkpoints and `from_checkpoint` then know it.
+
+    Args:
+      name: the registry name (`algo_name`).
+      config_class: the `AlgorithmConfig` subclass.
+    """
     # A subclass exists only once its base's module is loaded: looked up there, the check
     # needs no import of the config module (and its flax) when `rljax_offline` is imported.
     config_module = sys.modules.get("rljax_offline.algorithms.config")
@@ -51,7 +57,11 @@ def names() -> list[str]:
 
 
 def config_class(name: str) -> type:
-    """The config class registered as `name`; a named error listing the known ones."""
+    """The config class registered as `name`; a named error listing the known ones.
+
+    Args:
+      name: a registry name (`names()` lists them).
+    """
     if name in _REGISTERED:
         return _REGISTERED[name]
     if name not in _BUILTIN:

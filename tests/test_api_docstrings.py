@@ -21,7 +21,7 @@ import docs_reference  # noqa: E402
 
 CHECKED = ("export", "runtime", "learning", "envs", "models", "apps", "episode",
            "ope", "data", "connectors",
-           "acting")
+           "acting", "algorithms")
 
 
 def documented_names(obj) -> set[str]:
@@ -44,8 +44,11 @@ def parameters(obj) -> list[str]:
     if inspect.isclass(obj):
         if dataclasses.is_dataclass(obj):
             flax_module = any(c.__module__.startswith("flax.") for c in obj.__mro__[1:])
+            # A config's options carry their own doc (`option(..., doc)`), listed in the
+            # generated config reference, rather than one Args: line each.
             return [f.name for f in dataclasses.fields(obj) if f.init
-                    and not (flax_module and f.name in ("parent", "name"))]
+                    and not (flax_module and f.name in ("parent", "name"))
+                    and not f.metadata.get("doc")]
         if isinstance(getattr(obj, "_fields", None), tuple):  # NamedTuple
             return list(obj._fields)
         target = obj.__init__ if "__init__" in vars(obj) else None
