@@ -13,13 +13,10 @@ updates the actor does behavior cloning (`alpha * logp(pi) - logp(data action)`)
 of the TD target (RLlib's default). The TD target, actor and temperature losses are SAC's
 (`learning.losses`, shared with `algorithms.sac`).
 
-`bc_iters` defaults to 0 (d3rlpy's CQL has no BC phase), not RLlib's 20,000: at the ~17
-updates/s of Box CQL on a 2-core CPU, RLlib's warm-up alone is 20 minutes, and for all of it
-the actor copies the data, whose majority on mixed-quality sets is poor (behavior cloning on
-the mixed Pendulum set stays near the random policy's -1,200). Measured on a mixed Pendulum
-set (issue 24): RLlib's value gave a level of -361 after 150 s; `bc_iters=0` -149 after 240 s,
-above d3rlpy's CQL (-228 after 6,000 updates); the README's d3rlpy section has this set's
-runs. RLlib's behaviour is `.training(bc_iters=20000)`.
+`bc_iters` defaults to 0 (d3rlpy's CQL has no BC phase), not RLlib's 20,000: on a CPU RLlib's
+warm-up is long, and for all of it the actor copies the data, whose majority on mixed-quality
+sets is poor (the measurements behind this choice: the benchmarks page, "Figures behind design
+choices"). RLlib's behaviour is `.training(bc_iters=20000)`.
 
 Box actions outside the space's bounds (RLlib records a Gaussian policy's unclipped samples)
 are clipped just inside the bounds by the learner pipeline (`clip_actions_inside_bounds`): the
