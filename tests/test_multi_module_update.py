@@ -101,3 +101,35 @@ def test_policies_to_train_is_checked(chosen, message):
     iql, _ = _spec("iql-box")
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
         check_policies_to_train(group_modules({"a": iql.learning}), chosen)
+
+
+def test_the_multi_module_runtime_on_eight_devices_equals_one():
+    """`MultiModuleParallel.scan_on_device`: 3 stacked IQL modules and a BC module, each
+    sampling its own data on the devices (rows sharded, 250 and 100 rows: padding never
+    drawn), 8 devices against 1, float64."""
+    from rljax_offline.learning.data_parallel import select_devices
+    from rljax_offline.learning.multi_data_parallel import MultiModuleParallel
+
+    iql, iql_spaces = _spec("iql-box")
+    bc, bc_spaces = _spec("bc-discrete")
+    specs = {"m0": iql.learning, "m1": iql.learning, "m2": iql.learning, "bc": bc.learning}
+    groups = group_modules(specs)
+    with jax.enable_x64(True):
+        columns = {m: to_float64(random_columns(iql.data.columns, *iql_spaces, 250, seed=i))
+                   for i, m in enumerate(("m0", "m1", "m2"))}
+        columns["bc"] = to_float64(random_columns(bc.data.columns, *bc_spaces, 100, seed=5))
+        out = {}
+        for n in (1, 8):
+            runtime = MultiModuleParallel(groups, select_devices(n), {"m0": 32, "bc": 16},
+                                          policies_to_train=["m0", "m2", "bc"])
+            states = runtime.put_replicated(to_float64(init_multi_state(groups, seed=3)))
+            data = runtime.put_data(columns, {})
+            states, metrics = runtime.scan_on_device(states, data, 4)
+            out[n] = jax.device_get(states)
+            assert set(metrics) == {"m0", "m2", "bc"}
+        diff = max_diff(out[1], out[8])
+        print(f"multi-module runtime, 8 devices vs 1 (float64): {diff:.3g}")
+        assert diff < TOL64
+        before = to_float64(init_multi_state(groups, seed=3))
+        assert max_diff(unstack(groups, out[8])["m1"].params,
+                        unstack(groups, before)["m1"].params) == 0.0
