@@ -29,6 +29,7 @@ _BUILTIN = {
     "crr": "rljax_offline.algorithms.crr:CRRConfig",
     "cal_ql": "rljax_offline.algorithms.cal_ql:CalQLConfig",
     "edac": "rljax_offline.algorithms.edac:EDACConfig",
+    "bcq": "rljax_offline.algorithms.bcq:BCQConfig",
 }
 _REGISTERED: dict[str, type] = {}
 
