@@ -30,6 +30,7 @@ _BUILTIN = {
     "cal_ql": "rljax_offline.algorithms.cal_ql:CalQLConfig",
     "edac": "rljax_offline.algorithms.edac:EDACConfig",
     "bcq": "rljax_offline.algorithms.bcq:BCQConfig",
+    "discrete_bcq": "rljax_offline.algorithms.discrete_bcq:DiscreteBCQConfig",
 }
 _REGISTERED: dict[str, type] = {}
 
