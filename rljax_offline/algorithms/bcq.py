@@ -21,8 +21,8 @@ action_flexibility`:
   key (`ActingSpec.takes_key`), the one of highest `Q_1` taken.
 
 For the first `rl_start_step` updates only the imitator learns: the critic's and the actor's
-losses are multiplied by 0 (their Adam moments stay 0, so their networks do not move; Adam's
-step count does advance, which d3rlpy's skipped updates do not).
+optimizers skip those updates (`during`: zero updates, their Adam state untouched, as
+d3rlpy's skipped updates; their losses are still computed and reported).
 
 Defaults are d3rlpy 2.8's `BCQConfig` under its names (RLlib has no BCQ): learning rates
 1e-3 (`actor_lr`, `critic_lr`, `imitator_lr`), batch 100, `gamma=0.99`, `tau=0.005`,
@@ -40,7 +40,7 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
-import numpy as np
+import optax
 
 from rljax_offline import spaces as sp
 from rljax_offline.algorithms.awac import D3RLPY_MODEL, Q_COLUMNS, refuse_unsupported
@@ -71,7 +71,7 @@ from rljax_offline.models.actor_and_q import check_bounded
 from rljax_offline.models.distributions import action_scaler, deterministic
 from rljax_offline.models.networks import continuous_q_network, ensemble
 
-__all__ = ["BCQConfig", "start_gate", "unit_to_dist_inputs"]
+__all__ = ["BCQConfig", "during", "unit_to_dist_inputs"]
 
 TANH_EDGE = 1e-6
 
@@ -91,20 +91,24 @@ def check_box(config: AlgorithmConfig, act_spec) -> None:
     check_bounded(act_spec, name)
 
 
-def start_gate(start: int):
-    """`(prepare, extra_init)` of a learner whose RL losses wait `start` updates: `prepare`
-    counts the updates in `TrainState.extra` and puts `rl_phase` (1.0 from update `start`
-    on, else 0.0) into the batch for the losses to multiply by.
+def during(optimizer: optax.GradientTransformation, start: int = 0, stop: int | None = None
+           ) -> optax.GradientTransformation:
+    """`optimizer` applied only on updates `start <= t < stop` of its loss (counted by its
+    own state); on the others its updates are zero and its state (Adam's moments and step
+    count) is left as it is, as if the update had not happened (d3rlpy's skipped updates).
 
     Args:
-      start: the number of updates before the RL losses count.
+      optimizer: the optax transformation.
+      start: the first update it applies.
+      stop: the first update it no longer applies (None: never stops).
     """
+    if start == 0 and stop is None:
+        return optimizer
 
-    def prepare(params, extra, batch, rng, axis):
-        on = (extra["num_updates"] >= start).astype(jnp.float32)
-        return {**batch, "rl_phase": on}, {**extra, "num_updates": extra["num_updates"] + 1}
+    def applies(t):
+        return t >= start if stop is None else (t >= start) & (t < stop)
 
-    return prepare, {"num_updates": np.int32(0)}
+    return optax.transforms.conditionally_mask(optimizer, applies)
 
 
 def unit_to_dist_inputs(unit: jax.Array) -> jax.Array:
@@ -177,8 +181,7 @@ class BCQConfig(AlgorithmConfig):
                      self.n_critics)
         gamma, lam, n, phi, beta = (self.gamma, self.lam, self.n_action_samples,
                                     self.action_flexibility, self.beta)
-        prepare, extra_init = start_gate(self.rl_start_step) if self.rl_start_step else (
-            None, {})
+        start = self.rl_start_step
 
         def env_action(unit):
             return from_unit(unit).reshape(unit.shape[0], *shape)
@@ -193,9 +196,6 @@ class BCQConfig(AlgorithmConfig):
             latent = sample_latent(split_keys(keys, n).reshape(-1, 2), vae.latent_dim)
             unit = vae.decode(params["vae"], obs_n, latent)
             return obs_n, perturbed(params[policy_name], obs_n, unit)
-
-        def phase(batch):
-            return batch.get("rl_phase", 1.0)
 
         def init(rng):
             k1, k2, k3 = jax.random.split(rng, 3)
@@ -214,15 +214,15 @@ class BCQConfig(AlgorithmConfig):
             y = jax.lax.stop_gradient(batch["rewards"] + gamma * not_terminal(batch) * next_q)
             qs = q.apply(params["q"], batch["obs"], batch["actions"])  # [k, N]
             loss = jnp.sum((qs - y) ** 2, axis=0)
-            return phase(batch) * loss, {"qf_loss": loss, "qf_mean": qs.mean(0),
-                                         "td_target_mean": y}
+            return loss, {"qf_loss": loss, "qf_mean": qs.mean(0),
+                          "td_target_mean": y}
 
         def actor_loss(params, batch, rng, axis):
             obs = batch["obs"]
             unit = vae.decode(params["vae"], obs, sample_latent(rng, vae.latent_dim))
             action = perturbed(params["policy"], obs, jax.lax.stop_gradient(unit))
             q1 = q.apply(params["q"], obs, env_action(action))[0]
-            return phase(batch) * -q1, {"policy_loss": -q1}
+            return -q1, {"policy_loss": -q1}
 
         def act(params, key, obs):
             rows = jax.tree_util.tree_leaves(obs)[0].shape[0]
@@ -237,11 +237,10 @@ class BCQConfig(AlgorithmConfig):
             losses=(Loss("imitator", ("vae",), imitator_loss,
                          make_optimizer(self.imitator_lr, self.grad_clip)),
                     Loss("critic", ("q",), critic_loss,
-                         make_optimizer(self.critic_lr, self.grad_clip)),
+                         during(make_optimizer(self.critic_lr, self.grad_clip), start)),
                     Loss("actor", ("policy",), actor_loss,
-                         make_optimizer(self.actor_lr, self.grad_clip))),
-            targets={"target_q": "q", "target_policy": "policy"}, tau=self.tau,
-            prepare=prepare, extra_init=extra_init)
+                         during(make_optimizer(self.actor_lr, self.grad_clip), start))),
+            targets={"target_q": "q", "target_policy": "policy"}, tau=self.tau)
         acting = ActingSpec(act=act, dist=deterministic(act_spec), takes_key=True)
         return AlgorithmSpec(learning, acting, DataSpec(
             columns=Q_COLUMNS, learner_connector=(clip_actions_inside_bounds(margin=0.0),)))
