@@ -31,6 +31,7 @@ _BUILTIN = {
     "edac": "rljax_offline.algorithms.edac:EDACConfig",
     "bcq": "rljax_offline.algorithms.bcq:BCQConfig",
     "discrete_bcq": "rljax_offline.algorithms.discrete_bcq:DiscreteBCQConfig",
+    "plas": "rljax_offline.algorithms.plas:PLASConfig",
 }
 _REGISTERED: dict[str, type] = {}
 

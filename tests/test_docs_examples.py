@@ -111,6 +111,7 @@ def test_algorithms_zoo_page(workdir, capsys):
     assert out[0] == "0.001 0.01" and out[1] == "1.0 exp 10" and "True" in out
     assert "(2, 1)" in out
     assert any(line.startswith("DiscreteBCQConfig needs Discrete actions") for line in out)
+    assert "1000 0.001 0.75" in out
 
 
 def test_episodes_then_connectors_pages(workdir):

@@ -80,7 +80,7 @@ def _ppo_checkpoint(ns: dict) -> None:
 
 # The zoo's configs: each example trains on recorded Pendulum episodes.
 ZOO = ("awac.AWACConfig", "cal_ql.CalQLConfig", "crr.CRRConfig", "edac.EDACConfig",
-       "rebrac.ReBRACConfig", "bcq.BCQConfig")
+       "rebrac.ReBRACConfig", "bcq.BCQConfig", "plas.PLASConfig")
 
 # docstring name -> what its examples take as given.
 SETUP = {
