@@ -76,18 +76,19 @@ __all__ = ["BCQConfig", "during", "unit_to_dist_inputs"]
 TANH_EDGE = 1e-6
 
 
-def check_box(config: AlgorithmConfig, act_spec) -> None:
+def check_box(config: AlgorithmConfig, act_spec, hint: str = "") -> None:
     """Box actions with finite bounds (a generative model in the unit box), else a one-line
     error naming the config.
 
     Args:
       config: the algorithm's config (its class names the error).
       act_spec: the action space's spec.
+      hint: what to use instead for Discrete actions (`"; for Discrete ..."`), if anything.
     """
     name = type(config).__name__
     if not isinstance(act_spec, sp.BoxSpec):
         raise ConfigError(f"{name} needs Box actions (a generative model of continuous "
-                          f"actions); for Discrete actions use DiscreteBCQConfig, got {act_spec}")
+                          f"actions){hint}, got {act_spec}")
     check_bounded(act_spec, name)
 
 
@@ -169,7 +170,7 @@ class BCQConfig(AlgorithmConfig):
         refuse_unsupported(self)
 
     def check_spaces(self, obs_spec, act_spec) -> None:
-        check_box(self, act_spec)
+        check_box(self, act_spec, "; for Discrete actions use DiscreteBCQConfig")
 
     def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
         self.check_spaces(obs_spec, act_spec)
