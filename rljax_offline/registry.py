@@ -32,6 +32,7 @@ _BUILTIN = {
     "bcq": "rljax_offline.algorithms.bcq:BCQConfig",
     "discrete_bcq": "rljax_offline.algorithms.discrete_bcq:DiscreteBCQConfig",
     "plas": "rljax_offline.algorithms.plas:PLASConfig",
+    "plas_with_perturbation": "rljax_offline.algorithms.plas:PLASWithPerturbationConfig",
 }
 _REGISTERED: dict[str, type] = {}
 

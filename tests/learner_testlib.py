@@ -33,6 +33,7 @@ CASE_TRAINING = {
     # each phase of a phased learner within the tests' 3 steps (skipped optimizer updates)
     "bcq-box": {"n_action_samples": 3, "rl_start_step": 1},
     "plas-box": {"warmup_steps": 1},
+    "plas_with_perturbation-box": {"warmup_steps": 1},
 }
 
 

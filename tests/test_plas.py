@@ -137,3 +137,26 @@ def test_exported_policy_acts_as_the_algorithm(pendulum_mixed, tmp_path):
     np.testing.assert_allclose(exported(x)[0], algo.compute_actions(x), rtol=1e-5, atol=1e-5)
     assert np.all(np.abs(exported(x)[0]) <= 2.0)
     algo.stop()
+
+
+def test_with_perturbation_moves_the_decoded_action_by_at_most_action_flexibility():
+    """d3rlpy's PLASWithPerturbation: BCQ's perturbation on the decoded action, trained with
+    the latent actor after the warm-up, its target beside the actor's."""
+    from rljax_offline.algorithms.plas import PLASWithPerturbationConfig
+
+    assert (PLASWithPerturbationConfig().action_flexibility,
+            PLASWithPerturbationConfig.algo_name) == (0.05, "plas_with_perturbation")
+    config = PLASWithPerturbationConfig().training(
+        warmup_steps=2, action_flexibility=0.25).rl_module(model_config=SMALL)
+    spec = spec_of(config, OBS, ACT)
+    start = jax.device_get(init_state(spec.learning, 0).params)
+    assert {"perturbation", "target_perturbation"} <= set(start)
+    (s2, _), (s10, _) = run_updates(spec, random_batch(), 2, 10)
+    assert max_diff(s2.params["perturbation"], start["perturbation"]) == 0.0
+    assert max_diff(s10.params["perturbation"], start["perturbation"]) > 0
+    obs = random_batch(200)["obs"]
+    plain = spec_of(PLASConfig().rl_module(model_config=SMALL), OBS, ACT).acting
+    without = np.asarray(plain.dist.greedy(plain.act(s10.params, obs)))  # no perturbation
+    moved = np.asarray(spec.acting.dist.greedy(spec.acting.act(s10.params, obs)))
+    shift = np.abs(moved - without) / 2.0  # in units of the half-range (bounds +-2)
+    assert np.all(shift <= 0.25 + 1e-5) and np.mean(shift) > 1e-4

@@ -58,6 +58,7 @@ from rljax_offline.algorithms.options import (
     unit_interval_open_left,
 )
 from rljax_offline.algorithms.vae import (
+    ConditionedMLP,
     conditional_vae,
     conditioned_mlp,
     sample_latent,
@@ -71,7 +72,7 @@ from rljax_offline.models.actor_and_q import check_bounded
 from rljax_offline.models.distributions import action_scaler, deterministic
 from rljax_offline.models.networks import continuous_q_network, ensemble
 
-__all__ = ["BCQConfig", "during", "unit_to_dist_inputs"]
+__all__ = ["BCQConfig", "during", "perturbation_actor", "unit_to_dist_inputs"]
 
 TANH_EDGE = 1e-6
 
@@ -110,6 +111,24 @@ def during(optimizer: optax.GradientTransformation, start: int = 0, stop: int | 
         return t >= start if stop is None else (t >= start) & (t < stop)
 
     return optax.transforms.conditionally_mask(optimizer, applies)
+
+
+def perturbation_actor(obs_spec, dim: int, model_config: dict, phi: float) -> ConditionedMLP:
+    """BCQ's perturbation actor `xi(s, a) = clip(a + phi * tanh(f(s, a)), -1, 1)` on unit-box
+    actions `a` `[N, dim]` (d3rlpy's `DeterministicResidualPolicy`).
+
+    Args:
+      obs_spec: the observation space's spec.
+      dim: the flat action width.
+      model_config: the network's model config.
+      phi: the perturbation's bound (`action_flexibility`).
+    """
+    net = conditioned_mlp(obs_spec, dim, dim, model_config)
+
+    def apply(params, obs, unit):
+        return jnp.clip(unit + phi * jnp.tanh(net.apply(params, obs, unit)), -1.0, 1.0)
+
+    return ConditionedMLP(net.init, apply)
 
 
 def unit_to_dist_inputs(unit: jax.Array) -> jax.Array:
@@ -177,26 +196,22 @@ class BCQConfig(AlgorithmConfig):
         dim, shape = int(sp.flat_dim(act_spec)), tuple(act_spec.shape)
         to_unit, from_unit = action_scaler(act_spec)
         vae = conditional_vae(obs_spec, dim, 2 * dim, self.model_config)
-        perturb = conditioned_mlp(obs_spec, dim, dim, self.model_config)
+        perturb = perturbation_actor(obs_spec, dim, self.model_config,
+                                     self.action_flexibility)
         q = ensemble(continuous_q_network(obs_spec, act_spec, self.model_config),
                      self.n_critics)
-        gamma, lam, n, phi, beta = (self.gamma, self.lam, self.n_action_samples,
-                                    self.action_flexibility, self.beta)
+        gamma, lam, n, beta = self.gamma, self.lam, self.n_action_samples, self.beta
         start = self.rl_start_step
 
         def env_action(unit):
             return from_unit(unit).reshape(unit.shape[0], *shape)
-
-        def perturbed(policy_params, obs, unit):
-            return jnp.clip(unit + phi * jnp.tanh(perturb.apply(policy_params, obs, unit)),
-                            -1.0, 1.0)
 
         def candidates(params, policy_name, obs, keys):
             """`n` candidates per state: rows `[N * n]` of observations and unit actions."""
             obs_n = repeat_rows(obs, n)
             latent = sample_latent(split_keys(keys, n).reshape(-1, 2), vae.latent_dim)
             unit = vae.decode(params["vae"], obs_n, latent)
-            return obs_n, perturbed(params[policy_name], obs_n, unit)
+            return obs_n, perturb.apply(params[policy_name], obs_n, unit)
 
         def init(rng):
             k1, k2, k3 = jax.random.split(rng, 3)
@@ -221,7 +236,7 @@ class BCQConfig(AlgorithmConfig):
         def actor_loss(params, batch, rng, axis):
             obs = batch["obs"]
             unit = vae.decode(params["vae"], obs, sample_latent(rng, vae.latent_dim))
-            action = perturbed(params["policy"], obs, jax.lax.stop_gradient(unit))
+            action = perturb.apply(params["policy"], obs, jax.lax.stop_gradient(unit))
             q1 = q.apply(params["q"], obs, env_action(action))[0]
             return -q1, {"policy_loss": -q1}
 

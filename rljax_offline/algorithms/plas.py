@@ -26,8 +26,9 @@ Defaults are d3rlpy 2.8's `PLASConfig` under its names (RLlib has no PLAS): `act
 2 (the paper's), log-std in [-4, 15], 256-256 ReLU networks from PyTorch's `nn.Linear` draw.
 One difference from d3rlpy's code: the decoder's output is tanh-squashed into the unit box
 (the paper's; d3rlpy 2.8's `VAEDecoder` skips the tanh at its default). d3rlpy's
-`PLASWithPerturbation` (a BCQ-style perturbation on top) is not here. Box actions with finite
-bounds only; no recurrent form.
+`PLASWithPerturbation` (BCQ's perturbation actor on the decoded action, trained with the
+latent actor) is `PLASWithPerturbationConfig`. Box actions with finite bounds only; no
+recurrent form.
 """
 
 from __future__ import annotations
@@ -39,7 +40,12 @@ import jax.numpy as jnp
 
 from rljax_offline import spaces as sp
 from rljax_offline.algorithms.awac import D3RLPY_MODEL, Q_COLUMNS, refuse_unsupported
-from rljax_offline.algorithms.bcq import check_box, during, unit_to_dist_inputs
+from rljax_offline.algorithms.bcq import (
+    check_box,
+    during,
+    perturbation_actor,
+    unit_to_dist_inputs,
+)
 from rljax_offline.algorithms.config import AlgorithmConfig
 from rljax_offline.algorithms.options import (
     dict_or_none,
@@ -60,7 +66,7 @@ from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, DataSpec, Lea
 from rljax_offline.models.distributions import action_scaler, deterministic
 from rljax_offline.models.networks import continuous_q_network, ensemble, mlp_network
 
-__all__ = ["PLASConfig"]
+__all__ = ["PLASConfig", "PLASWithPerturbationConfig", "plas_spec"]
 
 LATENT_MAX = 2.0
 
@@ -111,55 +117,100 @@ class PLASConfig(AlgorithmConfig):
         check_box(self, act_spec)
 
     def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
-        self.check_spaces(obs_spec, act_spec)
-        dim, shape = int(sp.flat_dim(act_spec)), tuple(act_spec.shape)
-        to_unit, from_unit = action_scaler(act_spec)
-        vae = conditional_vae(obs_spec, dim, 2 * dim, self.model_config)
-        latent_actor = mlp_network(obs_spec, vae.latent_dim, self.model_config)
-        q = ensemble(continuous_q_network(obs_spec, act_spec, self.model_config),
-                     self.n_critics)
-        gamma, lam, beta, warmup = self.gamma, self.lam, self.beta, self.warmup_steps
+        return plas_spec(self, obs_spec, act_spec, None)
 
-        def env_action(unit):
-            return from_unit(unit).reshape(unit.shape[0], *shape)
 
-        def unit_action(params, policy_name, obs):
-            latent = LATENT_MAX * jnp.tanh(latent_actor.apply(params[policy_name], obs))
-            return vae.decode(params["vae"], obs, latent)
+@dataclasses.dataclass(frozen=True)
+class PLASWithPerturbationConfig(PLASConfig):
+    """PLAS with BCQ's perturbation on the decoded action (d3rlpy's `PLASWithPerturbation`):
+    the action is `xi(s, D(s, pi(s)))`, `xi(s, a) = clip(a + action_flexibility * tanh(g(s,
+    a)), -1, 1)`, trained with the latent actor in the actor's loss; its target follows with
+    the actor's. Defaults are d3rlpy 2.8's `PLASWithPerturbationConfig`: PLAS's and
+    `action_flexibility=0.05`.
 
-        def init(rng):
-            k1, k2, k3 = jax.random.split(rng, 3)
-            return {"policy": latent_actor.init(k1), "q": q.init(k2), "vae": vae.init(k3)}
+    Example:
+        >>> from rljax_offline import PLASWithPerturbationConfig
+        >>> config = PLASWithPerturbationConfig().training(action_flexibility=0.1)
+        >>> config.action_flexibility, config.warmup_steps
+        (0.1, 500000)
+    """
 
-        def imitator_loss(params, batch, rng, axis):
-            return vae_loss(vae, params["vae"], batch["obs"], to_unit(batch["actions"]), rng,
-                            beta)
+    algo_name = "plas_with_perturbation"
 
-        def critic_loss(params, batch, rng, axis):
-            next_unit = unit_action(params, "target_policy", batch["new_obs"])
-            values = q.apply(params["target_q"], batch["new_obs"], env_action(next_unit))
-            mixed = lam * jnp.min(values, axis=0) + (1.0 - lam) * jnp.max(values, axis=0)
-            y = jax.lax.stop_gradient(batch["rewards"] + gamma * not_terminal(batch) * mixed)
-            qs = q.apply(params["q"], batch["obs"], batch["actions"])  # [k, N]
-            loss = jnp.sum((qs - y) ** 2, axis=0)
-            return loss, {"qf_loss": loss, "qf_mean": qs.mean(0), "td_target_mean": y}
+    action_flexibility: float = option(0.05, "training", non_negative_float,
+                                       "the perturbation's bound, in units of the "
+                                       "action half-range")
 
-        def actor_loss(params, batch, rng, axis):
-            unit = unit_action(params, "policy", batch["obs"])
-            q1 = q.apply(params["q"], batch["obs"], env_action(unit))[0]
-            return -q1, {"policy_loss": -q1}
+    def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
+        return plas_spec(self, obs_spec, act_spec, self.action_flexibility)
 
-        learning = LearningSpec(
-            init=init,
-            losses=(Loss("imitator", ("vae",), imitator_loss,
-                         during(make_optimizer(self.imitator_lr, self.grad_clip), 0, warmup)),
-                    Loss("critic", ("q",), critic_loss,
-                         during(make_optimizer(self.critic_lr, self.grad_clip), warmup)),
-                    Loss("actor", ("policy",), actor_loss,
-                         during(make_optimizer(self.actor_lr, self.grad_clip), warmup))),
-            targets={"target_q": "q", "target_policy": "policy"}, tau=self.tau)
-        acting = ActingSpec(
-            act=lambda params, obs: unit_to_dist_inputs(unit_action(params, "policy", obs)),
-            dist=deterministic(act_spec))
-        return AlgorithmSpec(learning, acting, DataSpec(
-            columns=Q_COLUMNS, learner_connector=(clip_actions_inside_bounds(margin=0.0),)))
+
+def plas_spec(config: PLASConfig, obs_spec, act_spec, phi: float | None) -> AlgorithmSpec:
+    """PLAS's learner for `config` (the spaces checked first); with `phi`, BCQ's perturbation
+    of bound `phi` on the decoded action (`PLASWithPerturbationConfig`).
+
+    Args:
+      config: the PLAS config.
+      obs_spec: the observation space's spec.
+      act_spec: the action space's spec.
+      phi: the perturbation's bound, or None for none.
+    """
+    config.check_spaces(obs_spec, act_spec)
+    mc, dim, shape = config.model_config, int(sp.flat_dim(act_spec)), tuple(act_spec.shape)
+    to_unit, from_unit = action_scaler(act_spec)
+    vae = conditional_vae(obs_spec, dim, 2 * dim, mc)
+    latent_actor = mlp_network(obs_spec, vae.latent_dim, mc)
+    perturb = None if phi is None else perturbation_actor(obs_spec, dim, mc, phi)
+    q = ensemble(continuous_q_network(obs_spec, act_spec, mc), config.n_critics)
+    gamma, lam, beta, warmup = config.gamma, config.lam, config.beta, config.warmup_steps
+    prefix = {"online": "", "target": "target_"}
+
+    def env_action(unit):
+        return from_unit(unit).reshape(unit.shape[0], *shape)
+
+    def unit_action(params, which, obs):
+        """The action of the online or the target actor (and perturbation), in the unit box."""
+        latent = LATENT_MAX * jnp.tanh(latent_actor.apply(params[prefix[which] + "policy"],
+                                                          obs))
+        unit = vae.decode(params["vae"], obs, latent)
+        return unit if perturb is None else perturb.apply(
+            params[prefix[which] + "perturbation"], obs, unit)
+
+    def init(rng):
+        k1, k2, k3, k4 = jax.random.split(rng, 4)
+        params = {"policy": latent_actor.init(k1), "q": q.init(k2), "vae": vae.init(k3)}
+        return params if perturb is None else {**params, "perturbation": perturb.init(k4)}
+
+    def imitator_loss(params, batch, rng, axis):
+        return vae_loss(vae, params["vae"], batch["obs"], to_unit(batch["actions"]), rng,
+                        beta)
+
+    def critic_loss(params, batch, rng, axis):
+        next_unit = unit_action(params, "target", batch["new_obs"])
+        values = q.apply(params["target_q"], batch["new_obs"], env_action(next_unit))
+        mixed = lam * jnp.min(values, axis=0) + (1.0 - lam) * jnp.max(values, axis=0)
+        y = jax.lax.stop_gradient(batch["rewards"] + gamma * not_terminal(batch) * mixed)
+        qs = q.apply(params["q"], batch["obs"], batch["actions"])  # [k, N]
+        loss = jnp.sum((qs - y) ** 2, axis=0)
+        return loss, {"qf_loss": loss, "qf_mean": qs.mean(0), "td_target_mean": y}
+
+    def actor_loss(params, batch, rng, axis):
+        unit = unit_action(params, "online", batch["obs"])
+        q1 = q.apply(params["q"], batch["obs"], env_action(unit))[0]
+        return -q1, {"policy_loss": -q1}
+
+    actors = ("policy",) if perturb is None else ("policy", "perturbation")
+    learning = LearningSpec(
+        init=init,
+        losses=(Loss("imitator", ("vae",), imitator_loss,
+                     during(make_optimizer(config.imitator_lr, config.grad_clip), 0, warmup)),
+                Loss("critic", ("q",), critic_loss,
+                     during(make_optimizer(config.critic_lr, config.grad_clip), warmup)),
+                Loss("actor", actors, actor_loss,
+                     during(make_optimizer(config.actor_lr, config.grad_clip), warmup))),
+        targets={"target_q": "q", **{f"target_{a}": a for a in actors}}, tau=config.tau)
+    acting = ActingSpec(
+        act=lambda params, obs: unit_to_dist_inputs(unit_action(params, "online", obs)),
+        dist=deterministic(act_spec))
+    return AlgorithmSpec(learning, acting, DataSpec(
+        columns=Q_COLUMNS, learner_connector=(clip_actions_inside_bounds(margin=0.0),)))
