@@ -35,6 +35,9 @@ ALGOS = {
     "CRR": d3rlpy.algos.CRRConfig,
     "ReBRAC": d3rlpy.algos.ReBRACConfig,
     "CalQL": d3rlpy.algos.CalQLConfig,
+    "BCQ": d3rlpy.algos.BCQConfig,
+    "DiscreteBCQ": d3rlpy.algos.DiscreteBCQConfig,
+    "PLAS": d3rlpy.algos.PLASConfig,
 }
 # Encoders away from d3rlpy's default 256-256 where the algorithm's paper (and d3rlpy's own
 # reproduction script) uses others, so both libraries run the same networks: ReBRAC's three

@@ -52,7 +52,8 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_d3rlpy_worke
 CACHE = os.path.join(tempfile.gettempdir(), "rljax_offline_bench")
 # d3rlpy 2.8's default batch sizes: ours runs with the same, so an update is the same work.
 D3RLPY_BATCH = {"DiscreteBC": 100, "BC": 100, "DiscreteCQL": 32, "CQL": 256, "IQL": 256,
-                "TD3PlusBC": 256, "AWAC": 1024, "CRR": 100, "ReBRAC": 1024, "CalQL": 256}
+                "TD3PlusBC": 256, "AWAC": 1024, "CRR": 100, "ReBRAC": 1024, "CalQL": 256,
+                "BCQ": 100, "DiscreteBCQ": 32, "PLAS": 100}
 LEVEL_EVALS = 3  # a run's level: the mean of its last evaluations
 
 

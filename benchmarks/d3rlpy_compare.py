@@ -55,8 +55,11 @@ from _offline_runs import (
 
 from rljax_offline import BCConfig, CQLConfig, IQLConfig
 from rljax_offline.algorithms.awac import AWACConfig
+from rljax_offline.algorithms.bcq import BCQConfig
 from rljax_offline.algorithms.cal_ql import CalQLConfig
 from rljax_offline.algorithms.crr import CRRConfig
+from rljax_offline.algorithms.discrete_bcq import DiscreteBCQConfig
+from rljax_offline.algorithms.plas import PLASConfig
 from rljax_offline.algorithms.rebrac import ReBRACConfig
 from rljax_offline.algorithms.td3_bc import TD3BCConfig
 from rljax_offline.apps.recipes import RECIPES, record_mixed
@@ -71,6 +74,7 @@ class Case(NamedTuple):
     ours: object  # an AlgorithmConfig at our defaults (plus the listed changes)
     updates: int
     d3rlpy_init: str = "torch"  # "flax": d3rlpy's layers drawn as flax's (a diagnosis)
+    d3rlpy_overrides: dict | None = None  # the same change on d3rlpy's side as on ours
 
 
 CASES = {
@@ -91,6 +95,11 @@ CASES = {
     "awac-pendulum": Case("pendulum-mixed", "AWAC", AWACConfig(), 20000),
     "crr-pendulum": Case("pendulum-mixed", "CRR", CRRConfig(), 20000),
     "calql-pendulum": Case("pendulum-mixed", "CalQL", CalQLConfig(), 6000),
+    "bcq-pendulum": Case("pendulum-mixed", "BCQ", BCQConfig(), 20000),
+    "discrete-bcq-cartpole": Case("cartpole-mixed", "DiscreteBCQ", DiscreteBCQConfig(), 20000),
+    # PLAS's default warm-up (500,000 VAE updates) is longer than a run: 5,000 on both sides.
+    "plas-pendulum": Case("pendulum-mixed", "PLAS", PLASConfig().training(warmup_steps=5000),
+                          20000, d3rlpy_overrides={"warmup_steps": 5000}),
 }
 
 
@@ -163,7 +172,8 @@ def run_case(name: str, python: str, seeds: list[int], updates: int | None, eval
                       None if only_saved else lambda seed=seed: run_d3rlpy(
                           python, data, env_id, case.d3rlpy_algo, n, seed, evals=evals,
                           eval_episodes=eval_episodes, batch_size=batch, threads=threads,
-                          final_episodes=final_episodes, init=case.d3rlpy_init))
+                          final_episodes=final_episodes, init=case.d3rlpy_init,
+                          overrides=case.d3rlpy_overrides))
             theirs += [h] if h else []
             print(json.dumps({"case": name, **(h or {"missing": f"d3rlpy seed {seed}"})}),
                   flush=True)

@@ -29,6 +29,10 @@ _BUILTIN = {
     "crr": "rljax_offline.algorithms.crr:CRRConfig",
     "cal_ql": "rljax_offline.algorithms.cal_ql:CalQLConfig",
     "edac": "rljax_offline.algorithms.edac:EDACConfig",
+    "bcq": "rljax_offline.algorithms.bcq:BCQConfig",
+    "discrete_bcq": "rljax_offline.algorithms.discrete_bcq:DiscreteBCQConfig",
+    "plas": "rljax_offline.algorithms.plas:PLASConfig",
+    "plas_with_perturbation": "rljax_offline.algorithms.plas:PLASWithPerturbationConfig",
 }
 _REGISTERED: dict[str, type] = {}
 

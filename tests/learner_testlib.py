@@ -30,6 +30,10 @@ CASE_TRAINING = {
     "iql-box": {"tau": 0.005},
     "cal_ql-box": {"num_actions": 3},
     "edac-box": {"num_critics": 3},
+    # each phase of a phased learner within the tests' 3 steps (skipped optimizer updates)
+    "bcq-box": {"n_action_samples": 3, "rl_start_step": 1},
+    "plas-box": {"warmup_steps": 1},
+    "plas_with_perturbation-box": {"warmup_steps": 1},
 }
 
 

@@ -80,7 +80,7 @@ def _ppo_checkpoint(ns: dict) -> None:
 
 # The zoo's configs: each example trains on recorded Pendulum episodes.
 ZOO = ("awac.AWACConfig", "cal_ql.CalQLConfig", "crr.CRRConfig", "edac.EDACConfig",
-       "rebrac.ReBRACConfig")
+       "rebrac.ReBRACConfig", "bcq.BCQConfig", "plas.PLASConfig")
 
 # docstring name -> what its examples take as given.
 SETUP = {
@@ -95,6 +95,8 @@ SETUP = {
     "rljax_offline.algorithms.bc.BCConfig": lambda ns: _record("data/cartpole"),
     "rljax_offline.algorithms.iql.IQLConfig":
         lambda ns: _record("data/cartpole_mixed", flip_prob=0.3),
+    "rljax_offline.algorithms.discrete_bcq.DiscreteBCQConfig":
+        lambda ns: _record("data/cartpole_mixed", flip_prob=0.3),
     "rljax_offline.algorithms.cql.CQLConfig":
         lambda ns: _record("data/pendulum_mixed", "Pendulum-v1", 3),
     "rljax_offline.algorithms.td3_bc.TD3BCConfig":
@@ -106,7 +108,7 @@ SETUP = {
 # Examples that train for real, 9-18 s each on 2 cores.
 SLOW = {"rljax_offline.algorithms.ppo.config.PPOConfig",
         "rljax_offline.algorithms.td3_bc.TD3BCConfig", "rljax_offline.algorithms.iql.IQLConfig",
-        "rljax_offline.apps.reporting",
+        "rljax_offline.apps.reporting", "rljax_offline.algorithms.discrete_bcq.DiscreteBCQConfig",
         *(f"rljax_offline.algorithms.{m}" for m in ZOO)}
 # Too long for the suite's 10 minutes (they passed when run): RLJAX_DOCTESTS_ALL=1 runs them.
 OPT_IN = {"rljax_offline.ope.api": "35 s: FQE's 8,000 updates for two estimators",

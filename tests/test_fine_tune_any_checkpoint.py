@@ -18,7 +18,11 @@ CAN_START = {("cql", "CartPole-v1"): False, ("cql", "Pendulum-v1"): False,
              ("sac", "Pendulum-v1"): False,  # tanh-squashed
              ("rebrac", "Pendulum-v1"): False,  # a deterministic actor
              ("awac", "Pendulum-v1"): False, ("crr", "Pendulum-v1"): False,  # squashed
-             ("cal_ql", "Pendulum-v1"): False, ("edac", "Pendulum-v1"): False}
+             ("cal_ql", "Pendulum-v1"): False, ("edac", "Pendulum-v1"): False,
+             ("bcq", "Pendulum-v1"): False,  # a perturbation of its VAE's actions
+             ("discrete_bcq", "CartPole-v1"): False,  # Q-greedy
+             ("plas", "Pendulum-v1"): False,  # a deterministic latent actor
+             ("plas_with_perturbation", "Pendulum-v1"): False}
 
 
 @pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1"])

@@ -1,0 +1,262 @@
+"""BCQ (Fujimoto et al. 2019, "Off-Policy Deep Reinforcement Learning without Exploration"):
+batch-constrained Q-learning for Box actions. A generative model of the data's actions
+proposes candidates, a perturbation actor nudges each within `action_flexibility`, and the
+critic picks the best, so neither the target nor the policy evaluates actions far from the
+data.
+
+In the unit box (actions scaled to `[-1, 1]` by the Box bounds, as d3rlpy's
+`MinMaxActionScaler`), with `G` the conditional VAE (`algorithms.vae`) and
+`xi(s, a) = clip(a + Phi * tanh(f(s, a)), -1, 1)` the perturbation actor, `Phi =
+action_flexibility`:
+
+* imitator (`imitator`): the VAE's loss `mean_d (D(s, z) - a)^2 + beta * mean_j KL(q(z|s, a)
+  || N(0, I))`, `z ~ q(z|s, a)` reparameterised;
+* critic (`critic`): the ensemble regresses
+  `y = r + gamma * (1 - terminated) * max_i [lam * min_k Q'_k(s', a_i) + (1 - lam) * max_k
+  Q'_k(s', a_i)]` over `n_action_samples` candidates `a_i = xi'(s', D(s', z_i))`,
+  `z_i ~ clip(N(0, I), -0.5, 0.5)` (the target actor `xi'`, the current decoder);
+* actor (`actor`): `-Q_1(s, xi(s, D(s, z)))`, one clipped latent per state;
+* the targets of the critics and the actor follow with Polyak weight `tau` every update;
+* acting: `n_action_samples` candidates `xi(s, D(s, z_i))` per state, drawn with the step's
+  key (`ActingSpec.takes_key`), the one of highest `Q_1` taken.
+
+For the first `rl_start_step` updates only the imitator learns: the critic's and the actor's
+optimizers skip those updates (`during`: zero updates, their Adam state untouched, as
+d3rlpy's skipped updates; their losses are still computed and reported).
+
+Defaults are d3rlpy 2.8's `BCQConfig` under its names (RLlib has no BCQ): learning rates
+1e-3 (`actor_lr`, `critic_lr`, `imitator_lr`), batch 100, `gamma=0.99`, `tau=0.005`,
+`n_critics=2`, `lam=0.75`, `n_action_samples=100`, `action_flexibility=0.05`,
+`rl_start_step=0`, `beta=0.5`, latent width twice the action's, log-std in [-4, 15], 256-256
+ReLU networks from PyTorch's `nn.Linear` draw. One difference from d3rlpy's code: the decoder's
+output is tanh-squashed into the unit box (the paper's; d3rlpy 2.8's `VAEDecoder` skips the
+tanh at its default `with_squash=True`). Box actions with finite bounds only; no recurrent
+form.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from rljax_offline import spaces as sp
+from rljax_offline.algorithms.awac import D3RLPY_MODEL, Q_COLUMNS, refuse_unsupported
+from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
+from rljax_offline.algorithms.cql import repeat_rows, split_keys
+from rljax_offline.algorithms.options import (
+    dict_or_none,
+    non_negative_float,
+    non_negative_int,
+    option,
+    optional,
+    positive_float,
+    positive_int,
+    probability,
+    unit_interval_open_left,
+)
+from rljax_offline.algorithms.vae import (
+    ConditionedMLP,
+    conditional_vae,
+    conditioned_mlp,
+    sample_latent,
+    vae_loss,
+)
+from rljax_offline.connectors.learner import clip_actions_inside_bounds
+from rljax_offline.learning.losses import not_terminal
+from rljax_offline.learning.optim import make_optimizer
+from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, DataSpec, LearningSpec, Loss
+from rljax_offline.models.actor_and_q import check_bounded
+from rljax_offline.models.distributions import action_scaler, deterministic
+from rljax_offline.models.networks import continuous_q_network, ensemble
+
+__all__ = ["BCQConfig", "during", "perturbation_actor", "unit_to_dist_inputs"]
+
+TANH_EDGE = 1e-6
+
+
+def check_box(config: AlgorithmConfig, act_spec, hint: str = "") -> None:
+    """Box actions with finite bounds (a generative model in the unit box), else a one-line
+    error naming the config.
+
+    Args:
+      config: the algorithm's config (its class names the error).
+      act_spec: the action space's spec.
+      hint: what to use instead for Discrete actions (`"; for Discrete ..."`), if anything.
+    """
+    name = type(config).__name__
+    if not isinstance(act_spec, sp.BoxSpec):
+        raise ConfigError(f"{name} needs Box actions (a generative model of continuous "
+                          f"actions){hint}, got {act_spec}")
+    check_bounded(act_spec, name)
+
+
+def during(optimizer: optax.GradientTransformation, start: int = 0, stop: int | None = None
+           ) -> optax.GradientTransformation:
+    """`optimizer` applied only on updates `start <= t < stop` of its loss (counted by its
+    own state); on the others its updates are zero and its state (Adam's moments and step
+    count) is left as it is, as if the update had not happened (d3rlpy's skipped updates).
+
+    Args:
+      optimizer: the optax transformation.
+      start: the first update it applies.
+      stop: the first update it no longer applies (None: never stops).
+    """
+    if start == 0 and stop is None:
+        return optimizer
+
+    def applies(t):
+        return t >= start if stop is None else (t >= start) & (t < stop)
+
+    return optax.transforms.conditionally_mask(optimizer, applies)
+
+
+def perturbation_actor(obs_spec, dim: int, model_config: dict, phi: float) -> ConditionedMLP:
+    """BCQ's perturbation actor `xi(s, a) = clip(a + phi * tanh(f(s, a)), -1, 1)` on unit-box
+    actions `a` `[N, dim]` (d3rlpy's `DeterministicResidualPolicy`).
+
+    Args:
+      obs_spec: the observation space's spec.
+      dim: the flat action width.
+      model_config: the network's model config.
+      phi: the perturbation's bound (`action_flexibility`).
+    """
+    net = conditioned_mlp(obs_spec, dim, dim, model_config)
+
+    def apply(params, obs, unit):
+        return jnp.clip(unit + phi * jnp.tanh(net.apply(params, obs, unit)), -1.0, 1.0)
+
+    return ConditionedMLP(net.init, apply)
+
+
+def unit_to_dist_inputs(unit: jax.Array) -> jax.Array:
+    """Unit-box actions as the `deterministic` distribution's inputs (their arctanh, kept
+    finite at the bounds), so its greedy action is the action itself.
+
+    Args:
+      unit: actions in `[-1, 1]`, `[N, d]`.
+    """
+    return jnp.arctanh(jnp.clip(unit, -1.0 + TANH_EDGE, 1.0 - TANH_EDGE))
+
+
+@dataclasses.dataclass(frozen=True)
+class BCQConfig(AlgorithmConfig):
+    """BCQ with d3rlpy's names and defaults (see the module docstring).
+
+    Example:
+        >>> from rljax_offline import BCQConfig
+        >>> algo = (BCQConfig().environment("Pendulum-v1")
+        ...         .offline_data(input_="data/pendulum_mixed")
+        ...         .training(n_action_samples=10, num_updates_per_iteration=20)
+        ...         .learners(num_devices=1)).build()  # batch 100 (d3rlpy's): not over 8
+        >>> result = algo.train()
+    """
+
+    algo_name = "bcq"
+
+    lr: float | None = option(None, "training", optional(positive_float),
+                              "unused: BCQ has actor_lr, critic_lr and imitator_lr")
+    train_batch_size_per_learner: int = option(100, "training", positive_int,
+                                               "rows of one update, over all devices")
+    actor_lr: float = option(1e-3, "training", positive_float,
+                             "learning rate of the perturbation actor")
+    critic_lr: float = option(1e-3, "training", positive_float,
+                              "learning rate of the Q networks")
+    imitator_lr: float = option(1e-3, "training", positive_float,
+                                "learning rate of the VAE")
+    n_critics: int = option(2, "training", positive_int,
+                            "Q networks of the ensemble (lam mixes their min and max)")
+    lam: float = option(0.75, "training", probability,
+                        "target's weight of the critics' minimum against their maximum")
+    n_action_samples: int = option(100, "training", positive_int,
+                                   "candidate actions per state (target and acting)")
+    action_flexibility: float = option(0.05, "training", non_negative_float,
+                                       "the perturbation's bound, in units of the "
+                                       "action half-range")
+    beta: float = option(0.5, "training", non_negative_float,
+                         "weight of the VAE's KL term")
+    rl_start_step: int = option(0, "training", non_negative_int,
+                                "updates of the VAE alone before the critic and actor learn")
+    tau: float = option(5e-3, "training", unit_interval_open_left,
+                        "Polyak weight of the target updates")
+    model_config: dict = option(D3RLPY_MODEL, "rl_module", dict_or_none,
+                                "RLlib's model-config keys; d3rlpy's 256-256, PyTorch's draw")
+
+    def validate(self) -> None:
+        super().validate()
+        refuse_unsupported(self)
+
+    def check_spaces(self, obs_spec, act_spec) -> None:
+        check_box(self, act_spec, "; for Discrete actions use DiscreteBCQConfig")
+
+    def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
+        self.check_spaces(obs_spec, act_spec)
+        dim, shape = int(sp.flat_dim(act_spec)), tuple(act_spec.shape)
+        to_unit, from_unit = action_scaler(act_spec)
+        vae = conditional_vae(obs_spec, dim, 2 * dim, self.model_config)
+        perturb = perturbation_actor(obs_spec, dim, self.model_config,
+                                     self.action_flexibility)
+        q = ensemble(continuous_q_network(obs_spec, act_spec, self.model_config),
+                     self.n_critics)
+        gamma, lam, n, beta = self.gamma, self.lam, self.n_action_samples, self.beta
+        start = self.rl_start_step
+
+        def env_action(unit):
+            return from_unit(unit).reshape(unit.shape[0], *shape)
+
+        def candidates(params, policy_name, obs, keys):
+            """`n` candidates per state: rows `[N * n]` of observations and unit actions."""
+            obs_n = repeat_rows(obs, n)
+            latent = sample_latent(split_keys(keys, n).reshape(-1, 2), vae.latent_dim)
+            unit = vae.decode(params["vae"], obs_n, latent)
+            return obs_n, perturb.apply(params[policy_name], obs_n, unit)
+
+        def init(rng):
+            k1, k2, k3 = jax.random.split(rng, 3)
+            return {"policy": perturb.init(k1), "q": q.init(k2), "vae": vae.init(k3)}
+
+        def imitator_loss(params, batch, rng, axis):
+            return vae_loss(vae, params["vae"], batch["obs"], to_unit(batch["actions"]), rng,
+                            beta)
+
+        def critic_loss(params, batch, rng, axis):
+            rows = batch["rewards"].shape[0]
+            obs_n, unit = candidates(params, "target_policy", batch["new_obs"], rng)
+            values = q.apply(params["target_q"], obs_n, env_action(unit)).reshape(-1, rows, n)
+            mixed = lam * jnp.min(values, axis=0) + (1.0 - lam) * jnp.max(values, axis=0)
+            next_q = jnp.max(mixed, axis=-1)
+            y = jax.lax.stop_gradient(batch["rewards"] + gamma * not_terminal(batch) * next_q)
+            qs = q.apply(params["q"], batch["obs"], batch["actions"])  # [k, N]
+            loss = jnp.sum((qs - y) ** 2, axis=0)
+            return loss, {"qf_loss": loss, "qf_mean": qs.mean(0),
+                          "td_target_mean": y}
+
+        def actor_loss(params, batch, rng, axis):
+            obs = batch["obs"]
+            unit = vae.decode(params["vae"], obs, sample_latent(rng, vae.latent_dim))
+            action = perturb.apply(params["policy"], obs, jax.lax.stop_gradient(unit))
+            q1 = q.apply(params["q"], obs, env_action(action))[0]
+            return -q1, {"policy_loss": -q1}
+
+        def act(params, key, obs):
+            rows = jax.tree_util.tree_leaves(obs)[0].shape[0]
+            obs_n, unit = candidates(params, "policy", obs, jax.random.split(key, rows))
+            values = q.apply(params["q"], obs_n, env_action(unit))[0].reshape(rows, n)
+            best = jnp.argmax(values, axis=-1)
+            chosen = unit.reshape(rows, n, dim)[jnp.arange(rows), best]
+            return unit_to_dist_inputs(chosen)
+
+        learning = LearningSpec(
+            init=init,
+            losses=(Loss("imitator", ("vae",), imitator_loss,
+                         make_optimizer(self.imitator_lr, self.grad_clip)),
+                    Loss("critic", ("q",), critic_loss,
+                         during(make_optimizer(self.critic_lr, self.grad_clip), start)),
+                    Loss("actor", ("policy",), actor_loss,
+                         during(make_optimizer(self.actor_lr, self.grad_clip), start))),
+            targets={"target_q": "q", "target_policy": "policy"}, tau=self.tau)
+        acting = ActingSpec(act=act, dist=deterministic(act_spec), takes_key=True)
+        return AlgorithmSpec(learning, acting, DataSpec(
+            columns=Q_COLUMNS, learner_connector=(clip_actions_inside_bounds(margin=0.0),)))
