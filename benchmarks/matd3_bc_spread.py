@@ -9,7 +9,10 @@ step. Both algorithms train `updates` updates on the same data from the same see
 env steps for MATD3+BC; TD3+BC's one shared module draws 256 steps of each agent: the same
 agent steps an update) and are evaluated on 32 episodes (team return: the sum over agents).
 
-    PYTHONPATH=. python benchmarks/matd3_bc_spread.py [episodes] [updates] [epsilon] [seed]
+    PYTHONPATH=. python benchmarks/matd3_bc_spread.py [episodes] [updates] [epsilon] [seed] [runs]
+
+`runs`: a comma-separated subset of matd3_bc, matd3_bc_own (`actor_q_actions="own"`) and
+td3_bc_shared (default: all three).
 """
 
 from __future__ import annotations
@@ -76,13 +79,18 @@ def run(config, updates: int, per_iteration: int = 500) -> dict:
 
 
 def main(episodes: int = 1000, updates: int = 10_000, epsilon: float = 0.5,
-         seed: int = 0) -> dict:
+         seed: int = 0, only: str = "") -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         data_return = record(tmp, episodes, epsilon, seed)
         out = {"episodes": episodes, "epsilon": epsilon, "updates": updates,
                "data_return": round(data_return, 2)}
         common = dict(num_updates_per_iteration=500)
-        for name, config in (("matd3_bc", MATD3BCConfig()), ("td3_bc_shared", TD3BCConfig())):
+        runs = (("matd3_bc", MATD3BCConfig()),
+                ("matd3_bc_own", MATD3BCConfig().training(actor_q_actions="own")),
+                ("td3_bc_shared", TD3BCConfig()))
+        for name, config in runs:
+            if only and name not in only.split(","):
+                continue
             config = (config.environment(ENV, env_config=ENV_CONFIG).offline_data(input_=tmp)
                       .training(train_batch_size_per_learner=256, **common)
                       .evaluation(evaluation_interval=0).debugging(seed=seed)
@@ -93,8 +101,10 @@ def main(episodes: int = 1000, updates: int = 10_000, epsilon: float = 0.5,
 
 
 if __name__ == "__main__":
-    args = [float(a) for a in sys.argv[1:]]
+    args = [float(a) for a in sys.argv[1:5]]
     kwargs = dict(zip(("episodes", "updates", "epsilon", "seed"), args))
+    if len(sys.argv) > 5:
+        kwargs["only"] = sys.argv[5]
     for k in ("episodes", "updates", "seed"):
         if k in kwargs:
             kwargs[k] = int(kwargs[k])

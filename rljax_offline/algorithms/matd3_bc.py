@@ -25,7 +25,9 @@ The global state is the env's `state()` as `MultiAgentEnvRunner` records it (Pet
 concatenated. Observations are normalized per agent with statistics over every agent's
 observations (one `mean_std_filter`, as TD3+BC's, shared with acting); the env's state by the
 mean and std of the data's states (fixed once the data is read, part of the critic's input
-only). Every option is TD3+BC's (d3rlpy's names and defaults) plus `use_global_state`.
+only). Every option is TD3+BC's (d3rlpy's names and defaults) plus `use_global_state` and
+`actor_q_actions` ("own": the actor's Q term replaces one agent's action at a time, the
+others' from the data, MADDPG's form, averaged over the agents).
 
 Without `multi_agent()` it is TD3+BC: with one agent the global state is its observation.
 """
@@ -39,7 +41,7 @@ import jax
 import jax.numpy as jnp
 
 from rljax_offline import spaces as sp
-from rljax_offline.algorithms.options import boolean, option
+from rljax_offline.algorithms.options import boolean, one_of, option
 from rljax_offline.algorithms.td3_bc import TD3BCConfig, td3_parts, td3_spec
 from rljax_offline.connectors.joint_rows import JOINT_COLUMNS
 from rljax_offline.learning.losses import per_example_normal
@@ -87,6 +89,11 @@ class MATD3BCConfig(TD3BCConfig):
         "the critic reads the env's state() kept in the data; False (or an env without "
         "state()): the agents' observations concatenated")
 
+    actor_q_actions: str = option(
+        "joint", "training", one_of("joint", "own"),
+        "the actor's Q term: 'joint' replaces every agent's action by its actor's; 'own' "
+        "replaces one agent's at a time, the others from the data (MADDPG's form), averaged")
+
     def make_team_spec(self, obs_spec, act_spec, num_agents: int,
                        state_spec: sp.BoxSpec) -> AlgorithmSpec:
         """The team module's spec on joint rows (`connectors.joint_rows.JOINT_COLUMNS`).
@@ -124,9 +131,19 @@ class MATD3BCConfig(TD3BCConfig):
             loss = jnp.sum((qs - y) ** 2, axis=0)
             return loss, {"qf_loss": loss, "qf_mean": qs.mean(0), "td_target_mean": y}
 
+        data_unit = to_unit  # the data's actions in the unit box, [N, A, dim]
+        own = jnp.eye(num_agents, dtype=bool)[:, None, :, None]  # [A, 1, A, 1]
+
+        def actor_q(q_params, state, unit, actions):
+            if self.actor_q_actions == "joint":  # every agent's action its actor's
+                return q.apply(q_params, state, joint(unit))[0]
+            # each agent's own action its actor's, the others' the data's; mean over agents
+            mixed = jnp.where(own, unit[None], data_unit(actions)[None])  # [A, N, A, dim]
+            return jax.vmap(lambda u: q.apply(q_params, state, joint(u))[0])(mixed).mean(0)
+
         def actor_loss(params, batch, rng, axis):
             unit = per_agent_unit(params["policy"], batch["obs"])  # [N, A, dim]
-            q1 = q.apply(params["q"], batch["global_state"], joint(unit))[0]
+            q1 = actor_q(params["q"], batch["global_state"], unit, batch["actions"])
             lam = alpha / jax.lax.stop_gradient(
                 jnp.maximum(axis.mean(jnp.abs(q1), batch["loss_mask"]), 1e-6))
             bc = jnp.mean((unit - to_unit(batch["actions"])) ** 2, axis=(1, 2))
