@@ -186,3 +186,14 @@ class ObservationOutsideSpaceError(MultiAgentEpisodeError):
 
 class ModuleSpaceMismatchError(ConfigError):
     """Two agents with different observation or action spaces are mapped to one module."""
+
+
+class AsynchronousAgentsError(OfflineDataError):
+    """Multi-agent data whose agents do not all act at every env step, where an algorithm
+    trains on joint rows (one row per env step holding every agent's step: MATD3+BC's
+    centralised critic)."""
+
+
+class MissingGlobalStateError(OfflineDataError):
+    """A centralised critic reads the env's global state, which the multi-agent episode does
+    not hold (not recorded, or not one state per env step)."""

@@ -23,6 +23,7 @@ _BUILTIN = {
     "cql": "rljax_offline.algorithms.cql:CQLConfig",
     "iql": "rljax_offline.algorithms.iql:IQLConfig",
     "td3_bc": "rljax_offline.algorithms.td3_bc:TD3BCConfig",
+    "matd3_bc": "rljax_offline.algorithms.matd3_bc:MATD3BCConfig",
     "sac": "rljax_offline.algorithms.sac.config:SACConfig",
     "rebrac": "rljax_offline.algorithms.rebrac:ReBRACConfig",
     "awac": "rljax_offline.algorithms.awac:AWACConfig",

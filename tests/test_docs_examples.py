@@ -89,8 +89,8 @@ def record(path: str, env: str = "CartPole-v1", episodes: int = 20) -> None:
 
 RUN_PAGES = ["concepts/episodes.md", "concepts/connectors.md", "rllib-migration.md",
              "concepts/architecture.md", "guides/algorithms-zoo.md",
-             "guides/multi-agent-training.md",
-             "guides/multi-agent-datasets.md"]
+             "guides/multi-agent-training.md", "guides/multi-agent-datasets.md",
+             "guides/matd3-bc.md"]
 RUN_CHAINS = [["guides/offline-algorithms.md", "guides/export.md#0"]]
 
 
@@ -142,6 +142,14 @@ def test_episodes_then_connectors_pages(workdir):
     assert len(ns["ep"]) == 5 and ns["ep2"].get_return() == 0.0
     assert ns["columns"]["obs"].shape[-1] == 16  # frame stacking of 4 four-dim observations
     assert ns["pipe"].out_spaces(ns["spaces"]).observation.shape == (4,)  # the stateless one
+
+
+def test_matd3_bc_page(workdir):
+    """40 random simple_spread episodes recorded, one iteration of MATD3+BC, evaluated."""
+    pytest.importorskip("mpe2")
+    ns = run_pages(["guides/matd3-bc.md"])
+    assert np.isfinite(ns["result"]["learners"]["default_policy"]["qf_loss"])
+    assert ns["result"]["evaluation"]["env_runners"]["num_episodes"] == 4
 
 
 def test_rllib_migration_page(workdir):

@@ -17,6 +17,7 @@ CAN_START = {("cql", "CartPole-v1"): False, ("cql", "Pendulum-v1"): False,
              ("td3_bc", "Pendulum-v1"): False,  # a deterministic actor
              ("sac", "Pendulum-v1"): False,  # tanh-squashed
              ("rebrac", "Pendulum-v1"): False,  # a deterministic actor
+             ("matd3_bc", "Pendulum-v1"): False,  # TD3+BC's actor
              ("awac", "Pendulum-v1"): False, ("crr", "Pendulum-v1"): False,  # squashed
              ("cal_ql", "Pendulum-v1"): False, ("edac", "Pendulum-v1"): False,
              ("bcq", "Pendulum-v1"): False,  # a perturbation of its VAE's actions

@@ -13,6 +13,11 @@ over agents, RLlib's `episode_return_mean`) with per-agent and per-module return
 The default maps every agent to one module, `default_policy` (parameter sharing, RLlib's
 default). With `count_steps_by="env_steps"` (RLlib's default) a module's update batch holds
 `train_batch_size_per_learner` steps of each agent mapped to it.
+
+An algorithm whose config class sets `trains_team_module` (MATD3+BC, a centralised critic)
+trains one team module instead, on joint rows: `train_batch_size_per_learner` env steps an
+update, each holding every agent's step and the env's global state (`connectors.joint_rows`);
+the runtime steps it as any module, and acting runs its actor per agent.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.multi_agent_modules import (
     agent_mapping,
     build_modules,
+    build_team_module,
     module_groups,
 )
 from rljax_offline.envs.make import multi_agent_env_factory
@@ -69,6 +75,18 @@ def _check(config: AlgorithmConfig) -> None:
         raise ConfigError(f"{type(config).__name__}.multi_agent(): {why}")
 
 
+def _global_state_shape(env: Any, seed: int) -> tuple | None:
+    """The shape of the env's global state (`state_space`, else `state()` after a reset);
+    None for an env without `state()`."""
+    space = getattr(env, "state_space", None)
+    if getattr(space, "shape", None):
+        return tuple(space.shape)
+    if not callable(getattr(env, "state", None)):
+        return None
+    env.reset(seed=seed)
+    return tuple(np.shape(env.state()))
+
+
 class MultiAgentAlgorithm:
     """Offline training of several modules (see the module docstring).
 
@@ -87,10 +105,16 @@ class MultiAgentAlgorithm:
             agents = list(getattr(probe, "possible_agents", None) or probe.agents)
             obs_spaces = {a: probe.observation_space(a) for a in agents}
             act_spaces = {a: probe.action_space(a) for a in agents}
+            self.team = bool(getattr(type(config), "trains_team_module", False))
+            state_shape = (_global_state_shape(probe, config.seed)
+                           if self.team and config.use_global_state else None)
         finally:
             getattr(probe, "close", lambda: None)()
         self.mapping = agent_mapping(config)
-        self.modules = build_modules(config, obs_spaces, act_spaces)
+        # a team module's critic reads the env's state (else the concatenated observations)
+        self.env_state = state_shape is not None
+        self.modules = (build_team_module(config, obs_spaces, act_spaces, state_shape)
+                        if self.team else build_modules(config, obs_spaces, act_spaces))
         self.groups = module_groups(self.modules)
         self.devices = select_devices(config.num_devices)
         self.runtime = MultiModuleParallel(
@@ -128,10 +152,18 @@ class MultiAgentAlgorithm:
         episodes = ma_data.read_input(self.config.input_, self.config.input_filesystem)
         if not episodes:
             raise ConfigError(f"no episodes found in {self.config.input_!r}")
-        by_module = ma_data.episodes_by_module(episodes, self.mapping, self.modules)
-        self.data, states, self.counts = ma_data.materialize_modules(
-            by_module, self.modules, self.connector_states(), self.runtime,
-            fit=not self._restored, sample_unit=self.config.sample_unit)
+        if self.team:
+            (module_id,) = self.modules
+            self.data, states, self.counts = ma_data.materialize_team(
+                episodes, module_id, self.modules[module_id],
+                self.connector_states()[module_id], self.runtime, fit=not self._restored,
+                env_state=self.env_state,
+                normalize_state=self.config.normalize_observations)
+        else:
+            by_module = ma_data.episodes_by_module(episodes, self.mapping, self.modules)
+            self.data, states, self.counts = ma_data.materialize_modules(
+                by_module, self.modules, self.connector_states(), self.runtime,
+                fit=not self._restored, sample_unit=self.config.sample_unit)
         self._set_connector_states(states)
         self.timers["data_load_s"] = time.perf_counter() - t0
 
@@ -167,7 +199,7 @@ class MultiAgentAlgorithm:
         agent_steps = 0
         for module_id, values in metrics.items():
             rows = self.modules[module_id].rows_per_update * n
-            agent_steps += rows
+            agent_steps += rows * (len(self.modules[module_id].agents) if self.team else 1)
             learners[module_id] = {**{k: float(v) for k, v in values.items()},
                                    "num_module_steps_trained": rows,
                                    "num_module_steps_trained_lifetime": rows * self.iteration}

@@ -6,6 +6,11 @@ learner pipeline and kept on the devices.
 Each agent's episode is a single-agent `Episode` on the agent's own timeline (its own
 observations, actions and rewards), so every single-agent learner piece (returns-to-go,
 n-step targets, a mean-std filter fitted per module) runs on it unchanged.
+
+A team module (`trains_team_module`: MATD3+BC) gets joint rows instead (`materialize_team`):
+each agent's episodes go through the module's learner pipeline (one agent's, its state
+fitted on every agent's episodes), and the rows are aligned by env step
+(`connectors.joint_rows`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import jax
 import numpy as np
 
 from rljax_offline.algorithms.multi_agent_modules import ModuleSetup
+from rljax_offline.connectors.joint_rows import joint_rows
 from rljax_offline.connectors.rows import episode_rows
 from rljax_offline.data.device import DeviceData
 from rljax_offline.data.multi_agent_io import iter_multi_agent_episodes
@@ -26,7 +32,7 @@ from rljax_offline.episode.multi_agent import MultiAgentEpisode
 from rljax_offline.errors import ConfigError, OfflineDataError
 from rljax_offline.learning.multi_data_parallel import MultiModuleParallel
 
-__all__ = ["episodes_by_module", "materialize_modules", "read_input"]
+__all__ = ["episodes_by_module", "materialize_modules", "materialize_team", "read_input"]
 
 
 def read_input(input_: Any, filesystem: Any = None) -> list[MultiAgentEpisode]:
@@ -111,3 +117,49 @@ def materialize_modules(by_module: Mapping[str, list[Episode]],
     for module_id, d in data.items():
         counts[module_id] = (d.num_rows, d.num_episodes or len(by_module[module_id]))
     return data, states, counts
+
+
+def materialize_team(episodes: list[MultiAgentEpisode], module_id: str, module: ModuleSetup,
+                     connector_state: Any, runtime: MultiModuleParallel, *, fit: bool,
+                     env_state: bool, normalize_state: bool
+                     ) -> tuple[dict[str, DeviceData], dict, dict]:
+    """The team module's joint rows (one per env step), on the devices.
+
+    Args:
+      episodes: multi-agent episodes whose agents act at every env step.
+      module_id: the team module's id.
+      module: the team module (its `agents` in the rows' agent order).
+      connector_state: its learner connector state (fitted on every agent's episodes
+        first when `fit`).
+      runtime: the multi-module runtime that places the data.
+      fit: fit the connector state (False for a restored run).
+      env_state: the critic reads the env's state from the episodes (False: the agents'
+        observations concatenated).
+      normalize_state: standardize the env's state by the data's mean and std.
+
+    Returns:
+      `(data, connector_states, counts)` as `materialize_modules`'.
+    """
+    apply = jax.jit(module.pipelines.learner.apply)
+    what = f"module {module_id!r}'s learner"
+    if fit:
+        every_agent = [ma.agent_episodes[a] for ma in episodes for a in module.agents
+                       if a in ma.agent_episodes]
+        _, connector_state, _ = episode_rows(apply, every_agent, connector_state,
+                                             module.pipelines.columns, fit=True, what=what)
+
+    def agent_columns(agent_episodes):
+        cols, _, _ = episode_rows(apply, agent_episodes, connector_state,
+                                  module.pipelines.columns, what=what)
+        return cols
+
+    columns, lengths = joint_rows(episodes, module.agents, agent_columns=agent_columns,
+                                  global_state=env_state)
+    if env_state and normalize_state:
+        mean = columns["global_state"].mean(axis=0)
+        std = columns["global_state"].std(axis=0) + 1e-6
+        for k in ("global_state", "new_global_state"):
+            columns[k] = ((columns[k] - mean) / std).astype(np.float32)
+    data = runtime.put_data({module_id: columns}, {module_id: lengths})
+    return data, {module_id: connector_state}, {module_id: (data[module_id].num_rows,
+                                                            len(lengths))}

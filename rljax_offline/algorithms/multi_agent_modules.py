@@ -8,6 +8,10 @@ have the same spaces. Modules whose config and spaces are equal (and whose batch
 same size) are one group: one `LearningSpec`, their states stacked and stepped under `vmap`
 (`learning.multi_module`). Every registered algorithm trains per module this way, with no
 multi-agent code of its own.
+
+An algorithm whose config sets `trains_team_module` (MATD3+BC: a centralised critic) is one
+team module instead (`build_team_module`): every agent maps to it, and its spec learns on
+joint rows, one per env step (`connectors.joint_rows`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+import numpy as np
+
+from rljax_offline import spaces as sp
 from rljax_offline.algorithms import pipelines
 from rljax_offline.algorithms.config import DEFAULT_MODULE_ID, AlgorithmConfig
 from rljax_offline.algorithms.pipelines import Pipelines
@@ -25,7 +32,8 @@ from rljax_offline.errors import ConfigError, ModuleSpaceMismatchError
 from rljax_offline.learning.multi_module import ModuleGroup, group_modules
 from rljax_offline.learning.spec import AlgorithmSpec
 
-__all__ = ["ModuleSetup", "agent_mapping", "build_modules", "module_config", "module_groups"]
+__all__ = ["ModuleSetup", "agent_mapping", "build_modules", "build_team_module", "module_config",
+           "module_groups"]
 
 MULTI_AGENT_FIELDS = ("policies", "policy_mapping_fn", "policies_to_train")
 
@@ -145,6 +153,60 @@ def build_modules(config: AlgorithmConfig, observation_spaces: Mapping,
                                      tuple(agents[module_id]),
                                      cfg.update_batch_size * per_agent)
     return out
+
+
+def build_team_module(config: AlgorithmConfig, observation_spaces: Mapping,
+                      action_spaces: Mapping, state_shape: tuple | None
+                      ) -> dict[str, ModuleSetup]:
+    """The one team module of a `trains_team_module` config: every agent mapped to it, its
+    pipelines those of one agent (acting runs per agent), its spec on joint rows
+    (`config.make_team_spec`), `train_batch_size_per_learner` env steps an update.
+
+    Args:
+      config: a multi-agent config whose class sets `trains_team_module`.
+      observation_spaces: `{agent_id: gymnasium space}`.
+      action_spaces: `{agent_id: gymnasium space}`.
+      state_shape: the env's global state's shape; None: the agents' observations
+        concatenated.
+
+    Raises:
+      ConfigError: agents mapped to more than one module, or to an unknown one;
+        `ModuleSpaceMismatchError` for agents of different spaces.
+    """
+    mapping = agent_mapping(config)
+    agents = sorted(observation_spaces, key=str)
+    module_ids = sorted({mapping(a, None) for a in agents})
+    name = type(config).__name__
+    if len(module_ids) != 1 or len(config.policies) != 1:
+        raise ConfigError(f"{name} trains one team module (decentralised actors, one shared "
+                          f"actor, a centralised critic): map every agent to one module; "
+                          f"policies {sorted(config.policies)}, agents mapped to {module_ids}")
+    first = agents[0]
+    gym_spaces = (observation_spaces[first], action_spaces[first])
+    for other in agents[1:]:
+        if (observation_spaces[other], action_spaces[other]) != gym_spaces:
+            raise ModuleSpaceMismatchError(
+                f"{name}: agents {first!r} and {other!r} have different spaces "
+                f"({gym_spaces} vs {observation_spaces[other]}, {action_spaces[other]}); "
+                "its shared actor needs agents of one observation and action space")
+    module_id = module_ids[0]
+    cfg = module_config(config, module_id)
+    spaces = Spaces.of(*gym_spaces)
+    _, pipes = pipelines.build(cfg, spaces)  # one agent's pipelines and learner columns
+    out = pipes.learner.out_spaces(spaces)
+    if state_shape is None:
+        state_shape = (len(agents) * sp.flat_dim(out.observation),)
+    spec = cfg.make_team_spec(out.observation, out.action, len(agents),
+                              _state_spec(state_shape))
+    return {module_id: ModuleSetup(cfg, gym_spaces, spaces, spec, pipes, tuple(agents),
+                                   cfg.update_batch_size)}
+
+
+def _state_spec(shape: tuple) -> sp.BoxSpec:
+    """An unbounded float32 Box spec of `shape` (a centralised critic's global state)."""
+    size = int(np.prod(shape))
+    return sp.BoxSpec(shape=tuple(int(s) for s in shape), dtype="float32",
+                      low=(-float("inf"),) * size, high=(float("inf"),) * size)
 
 
 def _build_key(config: AlgorithmConfig, gym_spaces: tuple) -> str:
