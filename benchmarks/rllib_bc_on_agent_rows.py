@@ -50,7 +50,10 @@ def train(folder: str, iterations: int = 8) -> None:
               .learners(num_learners=0)
               .training(train_batch_size_per_learner=1024, lr=1e-3)
               .offline_data(input_=[os.path.join(folder, "agents")], input_read_episodes=True,
-                            input_read_batch_size=64, dataset_num_iters_per_learner=20)
+                            input_read_batch_size=64, dataset_num_iters_per_learner=20,
+                            # one data worker: on 2 cores two would hold every CPU and the
+                            # read task would wait for one forever
+                            map_batches_kwargs={"concurrency": 1, "num_cpus": 1})
               .evaluation(evaluation_interval=0))
     algo = config.build()
     for i in range(iterations):

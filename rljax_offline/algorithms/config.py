@@ -77,6 +77,9 @@ class AlgorithmConfig(CommonOptions):
     algorithm_class: ClassVar[Any] = "rljax_offline.algorithms.algorithm:Algorithm"
     # What `build()` makes of it after `multi_agent(...)`.
     multi_agent_class: ClassVar[Any] = MULTI_AGENT_ALGORITHM
+    # True where a multi-agent run trains one team module on env-step joint rows (a
+    # centralised critic: MATD3+BC) instead of one module per policy.
+    trains_team_module: ClassVar[bool] = False
     # True where the algorithm learns from its own env rollouts (PPO), not from `input_`.
     trains_online: ClassVar[bool] = False
 

@@ -105,7 +105,7 @@ class MultiAgentAlgorithm:
             agents = list(getattr(probe, "possible_agents", None) or probe.agents)
             obs_spaces = {a: probe.observation_space(a) for a in agents}
             act_spaces = {a: probe.action_space(a) for a in agents}
-            self.team = bool(getattr(type(config), "trains_team_module", False))
+            self.team = config.trains_team_module
             state_shape = (_global_state_shape(probe, config.seed)
                            if self.team and config.use_global_state else None)
         finally:
