@@ -61,7 +61,8 @@ def train(folder: str, iterations: int = 8) -> None:
         loss = result["learners"]["default_policy"]["policy_loss"]
         print(json.dumps({"iteration": i + 1, "rllib_bc_policy_loss": round(float(loss), 4)}),
               flush=True)
-    module = algo.get_module()
+    # an offline algorithm has no env runners: the module of the (local) learner
+    module = algo.learner_group._learner.module["default_policy"]
     obs, actions = [], []
     for path in sorted(glob.glob(os.path.join(folder, "agents", "*.parquet"))):
         for item in pq.read_table(path).column("item").to_pylist():
