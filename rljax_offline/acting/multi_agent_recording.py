@@ -14,7 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from rljax_offline.acting.multi_agent_runner import MultiAgentEnvRunner, random_policy
+from rljax_offline.acting.multi_agent_runner import (
+    MultiAgentEnvRunner,
+    probe_agent_spaces,
+    random_policy,
+)
 from rljax_offline.connectors.multi_agent import module_spaces
 from rljax_offline.envs.multi_agent_make import (
     canonical_env_id,
@@ -49,15 +53,13 @@ def record_multi_agent(env: str, output: str, *, num_episodes: int,
       form of `env` (what a multi-agent config's `env` takes)}`.
     """
     make = multi_agent_env_from_id(env, env_config)
-    probe = make()
-    agents = list(getattr(probe, "possible_agents", None) or probe.agents)
+    agents, obs_spaces, act_spaces = probe_agent_spaces(make)
     mapping = module_mapping(module_mapping_spec, agents)
-    spaces = module_spaces({a: probe.observation_space(a) for a in agents},
-                           {a: probe.action_space(a) for a in agents}, mapping)
+    spaces = module_spaces(obs_spaces, act_spaces, mapping)
     first = {}
     for a in agents:
         first.setdefault(mapping[a], a)
-    policies = {m: random_policy(probe.action_space(first[m])) for m in spaces}
+    policies = {m: random_policy(act_spaces[first[m]]) for m in spaces}
     runner = MultiAgentEnvRunner(make, policies, agent_to_module_mapping_fn=mapping,
                                  num_envs=num_envs, seed=seed)
     if tabular:

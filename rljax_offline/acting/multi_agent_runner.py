@@ -60,7 +60,7 @@ def random_policy(space: gym.spaces.Space) -> Callable:
     raise ValueError(f"random_policy needs a Discrete or bounded Box space, got {space}")
 
 
-def _as_parallel(env):
+def as_parallel(env):
     """A PettingZoo AEC env (turn-based: `agent_iter`/`last`) through PettingZoo's own
     `aec_to_parallel`; other envs as they are."""
     if hasattr(env, "agent_iter") and hasattr(env, "last"):
@@ -69,10 +69,29 @@ def _as_parallel(env):
     return env
 
 
-def _spaces(env, which: str) -> dict:
-    agents = getattr(env, "possible_agents", None) or getattr(env, "agents", [])
-    fn = getattr(env, f"{which}_space")
-    return {a: fn(a) for a in agents}
+def agent_spaces(env) -> tuple[list, dict, dict]:
+    """A multi-agent env's agents (`possible_agents`, else `agents`) and their observation
+    and action spaces, `{agent_id: space}` each.
+
+    Args:
+      env: a PettingZoo parallel env or an RLlib-style dict env.
+    """
+    agents = list(getattr(env, "possible_agents", None) or getattr(env, "agents", []))
+    return (agents, {a: env.observation_space(a) for a in agents},
+            {a: env.action_space(a) for a in agents})
+
+
+def probe_agent_spaces(env_fn: Callable[[], Any]) -> tuple[list, dict, dict]:
+    """`agent_spaces` of one env made by `env_fn` (an AEC env converted) and closed again.
+
+    Args:
+      env_fn: `() -> env`.
+    """
+    env = as_parallel(env_fn())
+    try:
+        return agent_spaces(env)
+    finally:
+        getattr(env, "close", lambda: None)()
 
 
 class MultiAgentEnvRunner:
@@ -92,11 +111,10 @@ class MultiAgentEnvRunner:
                  seed: int = 0, global_state: bool = True):
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
-        self.envs = [_as_parallel(env_fn()) for _ in range(num_envs)]
+        self.envs = [as_parallel(env_fn()) for _ in range(num_envs)]
         self.policies = dict(policies)
         self.mapping = agent_to_module_mapping_fn
-        self.obs_spaces = _spaces(self.envs[0], "observation")
-        self.act_spaces = _spaces(self.envs[0], "action")
+        _, self.obs_spaces, self.act_spaces = agent_spaces(self.envs[0])
         self.seed = seed
         self.global_state = global_state
         self._key = jax.random.PRNGKey(seed)
@@ -182,6 +200,11 @@ class MultiAgentEnvRunner:
 
     def sample(self, num_episodes: int) -> list[MultiAgentEpisode]:
         return list(self.episodes(num_episodes))
+
+    def close(self) -> None:
+        """Closes the env copies."""
+        for env in self.envs:
+            getattr(env, "close", lambda: None)()
 
     def record(self, path: str, num_episodes: int, **writer_options) -> list[str]:
         """Records `num_episodes` episodes to the multi-agent Parquet format under `path`."""

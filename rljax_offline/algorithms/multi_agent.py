@@ -31,7 +31,7 @@ import numpy as np
 from rljax_offline import spaces as sp
 from rljax_offline.acting.multi_agent_actor import ModuleActor
 from rljax_offline.acting.multi_agent_metrics import team_metrics
-from rljax_offline.acting.multi_agent_runner import MultiAgentEnvRunner, _as_parallel
+from rljax_offline.acting.multi_agent_runner import MultiAgentEnvRunner, agent_spaces, as_parallel
 from rljax_offline.algorithms import multi_agent_data as ma_data
 from rljax_offline.algorithms.checkpointing import CHECKPOINT_FORMAT, _meta_of_one_run
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
@@ -100,11 +100,9 @@ class MultiAgentAlgorithm:
         _check(config)
         self.config = config
         self.env_fn = multi_agent_env_factory(config.env, config.env_config)
-        probe = _as_parallel(self.env_fn())
+        probe = as_parallel(self.env_fn())
         try:
-            agents = list(getattr(probe, "possible_agents", None) or probe.agents)
-            obs_spaces = {a: probe.observation_space(a) for a in agents}
-            act_spaces = {a: probe.action_space(a) for a in agents}
+            _, obs_spaces, act_spaces = agent_spaces(probe)
             self.team = config.trains_team_module
             state_shape = (_global_state_shape(probe, config.seed)
                            if self.team and config.use_global_state else None)
@@ -334,6 +332,5 @@ class MultiAgentAlgorithm:
     def stop(self) -> None:
         """Closes the evaluation envs."""
         if self._runner is not None:
-            for env in self._runner.envs:
-                getattr(env, "close", lambda: None)()
+            self._runner.close()
             self._runner = None

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rljax_offline import registry
+from rljax_offline.acting.multi_agent_runner import probe_agent_spaces
 from rljax_offline.algorithms.config import AlgorithmConfig
 from rljax_offline.apps.reporting import default_logger
 from rljax_offline.apps.training_loop import run_training
@@ -85,9 +86,7 @@ def _multi_agent(config: AlgorithmConfig, args) -> AlgorithmConfig:
     each (their ids are the agents', read from the env)."""
     if args.multi_agent == "shared":
         return config.multi_agent()
-    env = multi_agent_env_factory(args.env)()
-    agents = [str(a) for a in (getattr(env, "possible_agents", None) or env.agents)]
-    getattr(env, "close", lambda: None)()
+    agents = [str(a) for a in probe_agent_spaces(multi_agent_env_factory(args.env))[0]]
     return config.multi_agent(policies=agents, policy_mapping_fn={a: a for a in agents})
 
 

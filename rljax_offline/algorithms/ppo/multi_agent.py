@@ -25,7 +25,7 @@ import jax
 from rljax_offline.acting.env_runner import SAMPLING, stream_seed
 from rljax_offline.acting.multi_agent_actor import ModuleActor
 from rljax_offline.acting.multi_agent_metrics import team_metrics
-from rljax_offline.acting.multi_agent_runner import MultiAgentEnvRunner, _as_parallel
+from rljax_offline.acting.multi_agent_runner import MultiAgentEnvRunner, probe_agent_spaces
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.multi_agent_modules import agent_mapping, build_modules
 from rljax_offline.algorithms.ppo.algorithm import PPO
@@ -56,15 +56,9 @@ class MultiAgentPPO(PPO):
                               "samples its own rollouts; fine-tuning from offline data is "
                               "not built yet")
         self.env_fn = multi_agent_env_factory(config.env, config.env_config)
-        probe = _as_parallel(self.env_fn())
-        try:
-            agents = list(getattr(probe, "possible_agents", None) or probe.agents)
-            spaces = ({a: probe.observation_space(a) for a in agents},
-                      {a: probe.action_space(a) for a in agents})
-        finally:
-            getattr(probe, "close", lambda: None)()
+        _, obs_spaces, act_spaces = probe_agent_spaces(self.env_fn)
         self.mapping = agent_mapping(config)
-        (self.module_id, module), = build_modules(config, *spaces).items()
+        (self.module_id, module), = build_modules(config, obs_spaces, act_spaces).items()
         self._module_spaces = module.gym_spaces
         self.agents_per_module = len(module.agents)
         super().__init__(config, process)
@@ -127,6 +121,6 @@ class MultiAgentPPO(PPO):
     def stop(self) -> None:
         super().stop()
         for runner in (self._sampling_runner, self._evaluation_runner):
-            for env in (runner.envs if runner is not None else []):
-                getattr(env, "close", lambda: None)()
+            if runner is not None:
+                runner.close()
         self._sampling_runner = self._evaluation_runner = None
