@@ -30,8 +30,8 @@ import numpy as np
 
 from rljax_offline import spaces as sp
 from rljax_offline.acting.multi_agent_actor import ModuleActor
-from rljax_offline.acting.multi_agent_metrics import team_metrics
-from rljax_offline.acting.multi_agent_runner import MultiAgentEnvRunner, agent_spaces, as_parallel
+from rljax_offline.acting.multi_agent_evaluator import MultiAgentEvaluator
+from rljax_offline.acting.multi_agent_runner import agent_spaces, as_parallel
 from rljax_offline.algorithms import multi_agent_data as ma_data
 from rljax_offline.algorithms.checkpointing import CHECKPOINT_FORMAT, _meta_of_one_run
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
@@ -129,7 +129,9 @@ class MultiAgentAlgorithm:
         self.timers: dict[str, float] = {}
         self._restored = False
         self._actors: dict[str, ModuleActor] = {}
-        self._runner: MultiAgentEnvRunner | None = None
+        self.evaluator = MultiAgentEvaluator(self.env_fn, self.mapping,
+                                             max_envs=config.evaluation_num_envs,
+                                             seed=config.seed)
 
     @property
     def algo_name(self) -> str:
@@ -266,23 +268,14 @@ class MultiAgentAlgorithm:
 
     def sample_episodes(self, num_episodes: int) -> list:
         """`num_episodes` multi-agent episodes of the current modules in the env."""
-        actors = self._module_actors()
-        if self._runner is None:
-            self._runner = MultiAgentEnvRunner(
-                self.env_fn, actors, agent_to_module_mapping_fn=self.mapping,
-                num_envs=min(self.config.evaluation_num_envs, num_episodes),
-                seed=self.config.seed + 1_000_003)
-        self._runner.policies = dict(actors)
-        return self._runner.sample(num_episodes)
+        return self.evaluator.sample(self._module_actors(), num_episodes)
 
     def evaluate(self, num_episodes: int | None = None) -> dict:
         """Runs the modules in the env: RLlib's multi-agent `env_runners` metrics (the team
         return `episode_return_mean`, `agent_episode_returns_mean`,
         `module_episode_returns_mean`)."""
-        t0 = time.perf_counter()
-        episodes = self.sample_episodes(num_episodes or self.config.evaluation_duration)
-        return {**team_metrics(episodes, self.mapping),
-                "evaluation_time_s": time.perf_counter() - t0}
+        return self.evaluator.evaluate(self._module_actors(),
+                                       num_episodes or self.config.evaluation_duration)
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -331,6 +324,4 @@ class MultiAgentAlgorithm:
 
     def stop(self) -> None:
         """Closes the evaluation envs."""
-        if self._runner is not None:
-            self._runner.close()
-            self._runner = None
+        self.evaluator.close()

@@ -17,14 +17,13 @@ built yet: a one-line `ConfigError`.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import jax
 
 from rljax_offline.acting.env_runner import SAMPLING, stream_seed
 from rljax_offline.acting.multi_agent_actor import ModuleActor
-from rljax_offline.acting.multi_agent_metrics import team_metrics
+from rljax_offline.acting.multi_agent_evaluator import MultiAgentEvaluator
 from rljax_offline.acting.multi_agent_runner import MultiAgentEnvRunner, probe_agent_spaces
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.multi_agent_modules import agent_mapping, build_modules
@@ -43,7 +42,7 @@ class MultiAgentPPO(PPO):
     """
 
     _sampling_runner: MultiAgentEnvRunner | None = None
-    _evaluation_runner: MultiAgentEnvRunner | None = None
+    _evaluator: MultiAgentEvaluator | None = None
     _evaluation_actor: ModuleActor | None = None
 
     def __init__(self, config: AlgorithmConfig, process: Any = None):
@@ -102,25 +101,19 @@ class MultiAgentPPO(PPO):
 
     def evaluate(self, num_episodes: int | None = None) -> dict:
         """The greedy module in the multi-agent env: the team's `env_runners` metrics."""
-        t0 = time.perf_counter()
         c = self.config
-        n = num_episodes or c.evaluation_duration
         if self._evaluation_actor is None:
             self._evaluation_actor = self._module_actor(explore=c.evaluation_explore)
-        actor = self._evaluation_actor
-        actor.set_params(jax.device_get(self.state.params))
-        if self._evaluation_runner is None:
-            self._evaluation_runner = MultiAgentEnvRunner(
-                self.env_fn, {self.module_id: actor}, agent_to_module_mapping_fn=self.mapping,
-                num_envs=min(c.evaluation_num_envs, n), seed=c.seed + 1_000_003)
-        self._evaluation_runner.policies = {self.module_id: actor}
-        episodes = self._evaluation_runner.sample(n)
-        return {**team_metrics(episodes, self.mapping),
-                "evaluation_time_s": time.perf_counter() - t0}
+            self._evaluator = MultiAgentEvaluator(self.env_fn, self.mapping,
+                                                  max_envs=c.evaluation_num_envs, seed=c.seed)
+        self._evaluation_actor.set_params(jax.device_get(self.state.params))
+        return self._evaluator.evaluate({self.module_id: self._evaluation_actor},
+                                        num_episodes or c.evaluation_duration)
 
     def stop(self) -> None:
         super().stop()
-        for runner in (self._sampling_runner, self._evaluation_runner):
-            if runner is not None:
-                runner.close()
-        self._sampling_runner = self._evaluation_runner = None
+        if self._sampling_runner is not None:
+            self._sampling_runner.close()
+            self._sampling_runner = None
+        if self._evaluator is not None:
+            self._evaluator.close()
