@@ -24,7 +24,7 @@ from rljax_offline.acting.multi_agent_experts import (
     spread_heuristic,
     spread_heuristic_continuous,
 )
-from rljax_offline.apps.multi_agent_datasets import EPSILONS, RECIPES, recipe
+from rljax_offline.apps.multi_agent_datasets import EPSILONS, IPPO_KINDS, RECIPES, recipe
 from rljax_offline.errors import BehaviorError, OutputExistsError, UsageError
 
 
@@ -140,7 +140,8 @@ def test_recipes_cover_the_ladder_and_refuse_unknown_names():
                 "simple_speaker_listener_continuous"):
         assert [recipe(f"mpe-{env}-heuristic-eps{e}").epsilon for e in EPSILONS] == list(
             EPSILONS)
-    assert len(RECIPES) == 24
+    assert len(RECIPES) == 24 + 8
+    assert [recipe(f"mpe-simple_spread-ippo-{k}").kind for k in IPPO_KINDS] == list(IPPO_KINDS)
     with pytest.raises(UsageError, match="mpe-simple_spread-heuristic-eps0.1"):
         recipe("mpe-simple_spread-heuristic-eps0.2")
 
@@ -248,7 +249,43 @@ def test_cli_make_and_its_errors(tmp_path, capsys):
     assert (out / "dataset.json").exists() and list((out / "agents").glob("*.parquet"))
     assert main(["datasets", "make", "mpe-simple_spread-heuristic-eps0.1", "--output",
                  str(tmp_path / "t"), "--cache-dir", "x", "--quiet"]) == 2
-    assert "--cache-dir: MuJoCo data sets only" in capsys.readouterr().err
+    assert "--cache-dir: MuJoCo and IPPO data sets only" in capsys.readouterr().err
     assert main(["datasets", "list"]) == 0
     listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert {r["dataset"] for r in listed if r.get("multi_agent")} == set(RECIPES)
+
+
+def test_ippo_sets_come_from_one_cached_run(tmp_path):
+    """A tiny IPPO run (2 iterations) makes every kind: medium-replay is IPPO's own rollouts
+    up to the medium checkpoint (their returns are the sampled ones), medium and expert
+    record checkpoints' sampling policies with their log-probabilities, and the run is
+    trained once (the cache serves the second set)."""
+    pytest.importorskip("mpe2")
+    from rljax_offline.apps.multi_agent_record import make_multi_agent_dataset
+    from rljax_offline.data.multi_agent_io import read_multi_agent_episodes
+
+    small = dict(num_steps=50, eval_episodes=4, env_steps=4000,
+                 cache_dir=str(tmp_path / "cache"))
+    replay = make_multi_agent_dataset("mpe-simple_spread-ippo-medium-replay",
+                                      str(tmp_path / "mr"), **small)
+    run = replay["ippo_run"]
+    assert [e["env_steps"] for e in run["evaluations"]] == [2000, 4000]
+    assert run["medium"]["env_steps"] <= run["expert"]["env_steps"]
+    assert replay["num_episodes"] == run["medium"]["env_steps"] // 25   # whole rollouts
+    assert replay["ref_max_score"] == run["expert"]["return_mean"]
+    mr = read_multi_agent_episodes(str(tmp_path / "mr"))
+    assert all(ep.is_done and len(ep) == 25 for ep in mr)
+    logp = mr[0].agent_episodes["agent_0"].extra_model_outputs["action_logp"]
+    assert logp.shape == (25,) and np.all(logp <= 0)
+    runs = list((tmp_path / "cache").iterdir())
+    expert = make_multi_agent_dataset("mpe-simple_spread-ippo-expert", str(tmp_path / "e"),
+                                      **small)
+    assert list((tmp_path / "cache").iterdir()) == runs          # not trained again
+    assert expert["num_episodes"] == 2 and expert["kind"] == "expert"
+    assert expert["ref_min_score"] == replay["ref_min_score"]
+    ep = read_multi_agent_episodes(str(tmp_path / "e"))[0]
+    probs = np.exp(ep.agent_episodes["agent_1"].extra_model_outputs["action_logp"])
+    assert np.all((probs > 0) & (probs <= 1))
+    with pytest.raises(UsageError, match="IPPO sets only"):
+        make_multi_agent_dataset("mpe-simple_spread-heuristic-eps0.1", str(tmp_path / "h"),
+                                 **small)

@@ -87,3 +87,27 @@ def test_what_multi_agent_ppo_does_not_do_is_a_named_error():
         _config(policies={"a", "b", "c"}, policy_mapping_fn=lambda a, e: a).build()
     with pytest.raises(ConfigError, match="fine-tuning from offline data is not built yet"):
         _config().offline_data(input_="somewhere").build()
+
+
+def test_output_records_sampled_and_evaluation_episodes_as_multi_agent_data(tmp_path):
+    """`offline_data(output=...)` on IPPO writes every whole multi-agent episode it samples
+    and evaluates, readable as multi-agent data: `save()` finishes the open file, `stop()`
+    the rest; the sampled returns are the ones the iteration reported."""
+    from rljax_offline.data.multi_agent_io import read_multi_agent_episodes
+
+    out = tmp_path / "rec"
+    algo = (_config().offline_data(output=str(out), output_max_rows_per_file=5)
+            .evaluation(evaluation_duration=3).build())
+    result = algo.train()                      # 8 episodes of 8 env steps
+    algo.evaluate()
+    algo.save(str(tmp_path / "ckpt"))          # the open pairs finish here
+    sampled = read_multi_agent_episodes(str(out / "sampled"))
+    assert len(sampled) == 8 and all(ep.is_done and ep.env_steps() == 8 for ep in sampled)
+    assert all(set(ep.agent_ids) == set("abc") for ep in sampled)
+    assert np.mean([ep.get_return() for ep in sampled]) == pytest.approx(
+        result["env_runners"]["episode_return_mean"])
+    assert len(read_multi_agent_episodes(str(out / "evaluation"))) == 3
+    assert len(list((out / "sampled" / "agents").glob("*.parquet"))) == 2   # 5 + 3
+    algo.train()
+    algo.stop()
+    assert len(read_multi_agent_episodes(str(out / "sampled"))) == 16

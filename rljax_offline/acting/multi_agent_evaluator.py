@@ -44,12 +44,22 @@ class MultiAgentEvaluator:
         self._runner.policies = dict(policies)
         return self._runner.sample(num_episodes)
 
-    def evaluate(self, policies: dict, num_episodes: int) -> dict:
+    def evaluate(self, policies: dict, num_episodes: int,
+                 on_episodes: Callable | None = None) -> dict:
         """RLlib's multi-agent `env_runners` metrics of `sample`'s episodes (the team return
         `episode_return_mean`, `agent_episode_returns_mean`, `module_episode_returns_mean`)
-        and the time they took."""
+        and the time they took.
+
+        Args:
+          policies: `{module_id: policy}`.
+          num_episodes: how many episodes.
+          on_episodes: given the episodes (what `offline_data(output=...)` records), if
+            not None.
+        """
         t0 = time.perf_counter()
         episodes = self.sample(policies, num_episodes)
+        if on_episodes is not None:
+            on_episodes(episodes)
         return {**team_metrics(episodes, self.mapping),
                 "evaluation_time_s": time.perf_counter() - t0}
 

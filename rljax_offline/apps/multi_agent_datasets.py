@@ -1,6 +1,8 @@
 """Multi-agent benchmark data sets made here from scripted policies (no download, no RL run):
 mpe2's cooperative envs, each with an epsilon ladder of its scripted heuristic
-(`acting.multi_agent_experts`), named `mpe-ENV-heuristic-epsE`:
+(`acting.multi_agent_experts`), named `mpe-ENV-heuristic-epsE`, and D4RL's kinds made from
+one IPPO run (`apps.multi_agent_ippo`), named `mpe-ENV-ippo-KIND` (KIND random, medium,
+medium-replay, expert; the envs whose agents share one module):
 
 * `simple_spread` (3 agents, 3 landmarks, 25 steps, Discrete(5) moves; one shared module
   `spread`): epsilon 0.0 (the heuristic), 0.1, 0.3, 0.5, 0.7 and 1.0 (uniform random);
@@ -83,12 +85,21 @@ ENVS: dict[str, MultiAgentEnv] = {
 
 
 class MultiAgentRecipe(NamedTuple):
-    """One multi-agent data set: env, behaviour (epsilon), what it is."""
+    """One multi-agent data set: env, behaviour, what it is.
+
+    Attributes:
+      name: the data set's name.
+      env: the env's short name (`ENVS`).
+      epsilon: the scripted heuristic's epsilon (None for the IPPO sets).
+      doc: what the behaviour is, in words.
+      kind: "heuristic", or the IPPO set's kind (`IPPO_KINDS`).
+    """
 
     name: str
     env: str
-    epsilon: float
+    epsilon: float | None
     doc: str
+    kind: str = "heuristic"
 
     @property
     def spec(self) -> MultiAgentEnv:
@@ -112,6 +123,24 @@ RECIPES: dict[str, MultiAgentRecipe] = {
     f"mpe-{env}-heuristic-eps{eps}": MultiAgentRecipe(f"mpe-{env}-heuristic-eps{eps}", env, eps,
                                                       _doc(env, eps))
     for env in ENVS for eps in EPSILONS}
+
+# D4RL's kinds, from one IPPO run per env (`apps.multi_agent_ippo`): IPPO trains one module
+# every agent shares, so the envs whose agents share one.
+IPPO_KINDS = ("random", "medium", "medium-replay", "expert")
+IPPO_ENVS = ("simple_spread", "simple_spread_continuous")
+DEFAULT_IPPO_ENV_STEPS = 400_000   # IPPO reaches normalised 60 on simple_spread by ~300k
+_IPPO_DOCS = {
+    "random": "uniform random actions",
+    "medium": "IPPO's sampling policy at the checkpoint nearest half of the way from random "
+              "to expert",
+    "medium-replay": "IPPO's rollouts up to the medium checkpoint",
+    "expert": "IPPO's sampling policy at its best checkpoint",
+}
+RECIPES.update({
+    f"mpe-{env}-ippo-{kind}": MultiAgentRecipe(
+        f"mpe-{env}-ippo-{kind}", env, None,
+        f"{ENVS[env].env_id} ({ENVS[env].doc}): {_IPPO_DOCS[kind]}", kind)
+    for env in IPPO_ENVS for kind in IPPO_KINDS})
 
 
 def recipe(name: str) -> MultiAgentRecipe:

@@ -18,7 +18,7 @@ from rljax_offline.cli.args import non_negative_int, positive_int
 from rljax_offline.cli.output import Parser, add_command, emit
 from rljax_offline.errors import UsageError
 
-_MUJOCO_ONLY = ("env_steps", "cache_dir")
+_RL_RUN_ONLY = ("env_steps", "cache_dir")
 
 
 def run_list(args) -> int:
@@ -26,7 +26,7 @@ def run_list(args) -> int:
     for r in RECIPES.values():
         emit({"dataset": r.name, "env_id": r.env_id, "kind": r.kind, "behavior": r.doc})
     for r in ma.RECIPES.values():
-        emit({"dataset": r.name, "env_id": r.spec.env_id, "kind": "heuristic",
+        emit({"dataset": r.name, "env_id": r.spec.env_id, "kind": r.kind,
               "epsilon": r.epsilon, "multi_agent": True, "behavior": r.doc})
     return 0
 
@@ -35,15 +35,15 @@ def _make_multi_agent(args, log) -> dict:
     # start-up: as for MuJoCo below, the recorder loads JAX and the env runner
     from rljax_offline.apps.multi_agent_record import make_multi_agent_dataset
 
-    given = [f"--{k.replace('_', '-')}" for k in _MUJOCO_ONLY if getattr(args, k) is not None]
-    if given:
-        raise UsageError(f"{', '.join(given)}: MuJoCo data sets only ({args.name} is made "
-                         "from a scripted policy, no SAC run)")
+    given = [f"--{k.replace('_', '-')}" for k in _RL_RUN_ONLY if getattr(args, k) is not None]
+    if given and ma.RECIPES[args.name].kind == "heuristic":
+        raise UsageError(f"{', '.join(given)}: MuJoCo and IPPO data sets only ({args.name} "
+                         "is made from a scripted policy, no RL run)")
     return make_multi_agent_dataset(
         args.name, args.output, num_steps=args.num_steps or ma.DEFAULT_NUM_STEPS,
         seed=args.seed, num_envs=args.num_envs,
         eval_episodes=args.eval_episodes or ma.DEFAULT_EVAL_EPISODES,
-        progress=not args.quiet, log=log)
+        env_steps=args.env_steps, cache_dir=args.cache_dir, progress=not args.quiet, log=log)
 
 
 def run_make(args) -> int:
@@ -89,8 +89,8 @@ def register(sub) -> None:
                 "  rljax-offline datasets list", run_list)
     m = add_command(
         inner, "make", "record the data set (MuJoCo: from the env's SAC run, trained or taken "
-        "from the cache; mpe2: from the scripted policy) and write dataset.json beside its "
-        "Parquet files",
+        "from the cache; mpe2: from the scripted policy or the IPPO run) and write dataset.json "
+        "beside its Parquet files",
         "  rljax-offline datasets make hopper-medium --output data/hopper-medium\n"
         "  rljax-offline datasets make hopper-medium-replay --output data/hmr --env-steps 100000\n"
         "  rljax-offline datasets make mpe-simple_spread-heuristic-eps0.1 --output data/s01 "
@@ -98,8 +98,8 @@ def register(sub) -> None:
         run_make)
     m.add_argument("name", choices=sorted(RECIPES) + sorted(ma.RECIPES), metavar="NAME",
                    help=f"ENV-KIND, ENV one of {', '.join(ENVS)}, KIND one of {kinds}; or "
-                        f"mpe-ENV-heuristic-epsE, ENV one of {', '.join(ma.ENVS)}, E one of "
-                        f"{', '.join(map(str, ma.EPSILONS))} (1.0: uniform random)")
+                        "an mpe2 set, mpe-ENV-heuristic-epsE or mpe-ENV-ippo-KIND "
+                        "(`datasets list` names them)")
     m.add_argument("--output", required=True, help="a new (or empty) folder to write into")
     m.add_argument("--num-steps", type=positive_int, default=None,
                    help=f"size in env steps, whole episodes (default {DEFAULT_NUM_STEPS:,} for "
@@ -108,16 +108,17 @@ def register(sub) -> None:
     m.add_argument("--env-steps", type=positive_int, default=None,
                    help=f"MuJoCo: env steps of the SAC run behind the behaviour policies "
                         f"(default {DEFAULT_ENV_STEPS:,}, far short of D4RL's 1M: the expert "
-                        "is weaker)")
+                        f"is weaker); mpe2 IPPO sets: of the IPPO run (default "
+                        f"{ma.DEFAULT_IPPO_ENV_STEPS:,})")
     m.add_argument("--seed", type=non_negative_int, default=0,
                    help="seed of the SAC run and of the recordings (mpe2: the env seeds and "
                         "the behaviour's draws)")
     m.add_argument("--cache-dir", default=None,
-                   help="MuJoCo: where SAC runs are kept (default $RLJAX_MUJOCO_CACHE or "
-                        "~/.cache/rljax_offline/mujoco)")
+                   help="where the SAC (MuJoCo) or IPPO (mpe2) runs are kept (default "
+                        "$RLJAX_MUJOCO_CACHE / $RLJAX_MULTI_AGENT_CACHE, else ~/.cache/...)")
     m.add_argument("--eval-episodes", type=positive_int, default=None,
                    help="episodes behind the normalization constants, the random and expert "
-                        f"(mpe2: heuristic) mean returns (default 10 for MuJoCo, "
+                        f"(mpe2: heuristic, or IPPO's expert) mean returns (default 10 for MuJoCo, "
                         f"{ma.DEFAULT_EVAL_EPISODES} for mpe2)")
     m.add_argument("--num-envs", type=positive_int, default=8,
                    help="vectorised env copies stepped together while recording")

@@ -133,6 +133,16 @@ class MultiAgentEpisodeWriter:
         self._in_file = 0
         self._index += 1
 
+    @property
+    def files(self) -> list[str]:
+        """The files finished so far (env, agents, ...)."""
+        return list(self._files)
+
+    def flush(self) -> None:
+        """Finishes the open pair now (every episode written so far is on disk, readable);
+        the next episode starts a new pair."""
+        self._finish()
+
     def close(self) -> list[str]:
         """Finishes the open pair; returns every file written (env, agents, ...)."""
         if not self._closed:

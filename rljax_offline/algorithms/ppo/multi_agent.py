@@ -9,7 +9,10 @@ standardization and the epochs of minibatches are single-agent PPO's, unchanged.
 `count_steps_by="env_steps"` (RLlib's default) the train batch holds
 `train_batch_size_per_learner` steps of every agent; with `"agent_steps"` that many rows.
 The episode metrics are the team's (the sum over agents); evaluation runs the greedy module
-in the multi-agent env.
+in the multi-agent env. With `offline_data(output=...)` every whole multi-agent episode
+sampled (`<output>/sampled/`) and evaluated (`<output>/evaluation/`) is recorded in the
+multi-agent Parquet format (`acting.multi_agent_episode_output`): IPPO's replay, what the
+medium-replay data sets are made of.
 
 Several modules (one per agent, or per kind of agent) and a centralised value (MAPPO) are not
 built yet: a one-line `ConfigError`.
@@ -23,6 +26,7 @@ import jax
 
 from rljax_offline.acting.env_runner import SAMPLING, stream_seed
 from rljax_offline.acting.multi_agent_actor import ModuleActor
+from rljax_offline.acting.multi_agent_episode_output import MultiAgentEpisodeOutput
 from rljax_offline.acting.multi_agent_evaluator import MultiAgentEvaluator
 from rljax_offline.acting.multi_agent_runner import MultiAgentEnvRunner, probe_agent_spaces
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
@@ -94,10 +98,21 @@ class MultiAgentPPO(PPO):
                 seed=stream_seed(c.seed, SAMPLING, self.iteration))
         chunks, finished = [], []
         while sum(len(ep) for ep in chunks) < num_steps:
-            for ma in self._sampling_runner.sample(c.num_envs_per_env_runner):
+            episodes = self._sampling_runner.sample(c.num_envs_per_env_runner)
+            self.record("sampled", episodes)
+            for ma in episodes:
                 chunks.extend(ma.agent_episodes.values())
                 finished.append((ma.get_return(), ma.env_steps()))
         return chunks, finished
+
+    def record(self, group: str, episodes: list) -> None:
+        """With `offline_data(output=...)`: the whole multi-agent episodes `episodes` to
+        `<output>/<group>/` (see the module docstring)."""
+        if self.config.output is None:
+            return
+        if group not in self._outputs:
+            self._outputs[group] = MultiAgentEpisodeOutput(self.config, group)
+        self._outputs[group].add(episodes)
 
     def evaluate(self, num_episodes: int | None = None) -> dict:
         """The greedy module in the multi-agent env: the team's `env_runners` metrics."""
@@ -108,7 +123,8 @@ class MultiAgentPPO(PPO):
                                                   max_envs=c.evaluation_num_envs, seed=c.seed)
         self._evaluation_actor.set_params(jax.device_get(self.state.params))
         return self._evaluator.evaluate({self.module_id: self._evaluation_actor},
-                                        num_episodes or c.evaluation_duration)
+                                        num_episodes or c.evaluation_duration,
+                                        on_episodes=lambda eps: self.record("evaluation", eps))
 
     def stop(self) -> None:
         super().stop()
