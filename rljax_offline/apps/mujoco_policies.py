@@ -31,6 +31,7 @@ from rljax_offline.acting.env_runner import make_vector_env
 from rljax_offline.acting.protocol import as_actor
 from rljax_offline.algorithms.algorithm import Algorithm
 from rljax_offline.algorithms.sac import SACConfig
+from rljax_offline.apps.training_loop import checkpointed_steps
 
 POLICY_VERSION = 1  # bump when the SAC recipe changes: runs of other versions are kept apart
 MEDIUM_FRACTION = 1 / 3
@@ -195,24 +196,20 @@ def _train(env_id, seed, env_steps, path, num_checkpoints, checkpoint_episodes, 
     """Trains SAC for `env_steps` env steps; a checkpoint and an evaluation of its sampling
     policy every `env_steps / num_checkpoints` steps. Returns the evaluations."""
     algo = sac_config(env_id, seed, os.path.join(path, "replay")).build()
-    every = max(1, env_steps // num_checkpoints)
-    evaluations, steps, next_at = [], 0, every
+    evaluations = []
     try:
-        while steps < env_steps:
-            steps = int(algo.train()["num_env_steps_sampled_lifetime"])
-            if steps >= next_at or steps >= env_steps:
-                next_at += every * max(1, (steps - next_at) // every + 1)
-                ckpt = algo.save(os.path.join(path, "checkpoints", f"{steps:09d}"))
-                # save() closes the learner's output file: the files now there hold exactly
-                # the episodes it finished before this checkpoint (medium-replay's cut)
-                replay = sorted(os.path.relpath(f, os.path.join(path, "replay"))
-                                for f in algo.output_files)
-                ret = float(first_episode_returns(env_id, algo.actor(explore=True),
-                                                  checkpoint_episodes,
-                                                  seed + 10_000 + steps).mean())
-                evaluations.append({"env_steps": steps, "return_mean": ret,
-                                    "checkpoint": ckpt, "replay_files": replay})
-                log(f"{env_id}: SAC at {steps} env steps, sampled return {ret:.1f}")
+        for steps, ckpt in checkpointed_steps(algo, os.path.join(path, "checkpoints"),
+                                              env_steps, num_checkpoints):
+            # the files now in replay/ hold exactly the episodes finished before this
+            # checkpoint (medium-replay's cut)
+            replay = sorted(os.path.relpath(f, os.path.join(path, "replay"))
+                            for f in algo.output_files)
+            ret = float(first_episode_returns(env_id, algo.actor(explore=True),
+                                              checkpoint_episodes,
+                                              seed + 10_000 + steps).mean())
+            evaluations.append({"env_steps": steps, "return_mean": ret,
+                                "checkpoint": ckpt, "replay_files": replay})
+            log(f"{env_id}: SAC at {steps} env steps, sampled return {ret:.1f}")
     finally:
         algo.stop()
     return evaluations

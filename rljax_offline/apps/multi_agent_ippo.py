@@ -36,6 +36,7 @@ from rljax_offline.algorithms.algorithm import Algorithm
 from rljax_offline.algorithms.ppo import PPOConfig
 from rljax_offline.apps.mujoco_policies import write_json
 from rljax_offline.apps.multi_agent_datasets import DEFAULT_IPPO_ENV_STEPS, ENVS, REF_SEED
+from rljax_offline.apps.training_loop import checkpointed_steps
 
 __all__ = ["IppoRun", "ippo_config", "ippo_run", "module_policies", "policy_returns"]
 
@@ -214,21 +215,14 @@ def _train(env, env_fn, seed, env_steps, path, num_checkpoints, checkpoint_episo
     """Trains IPPO for `env_steps` env steps; a checkpoint and an evaluation of its sampling
     policy every `env_steps / num_checkpoints` env steps. Returns the evaluations."""
     algo = ippo_config(env, seed, os.path.join(path, "replay")).build()
-    every = max(1, env_steps // num_checkpoints)
-    evaluations, steps, next_at = [], 0, every
+    evaluations = []
     try:
-        while steps < env_steps:
-            steps = int(algo.train()["num_env_steps_sampled_lifetime"])
-            if steps >= next_at or steps >= env_steps:
-                next_at += every * max(1, (steps - next_at) // every + 1)
-                # save() finishes the rollouts' open file: replay/ holds every episode
-                # sampled before this checkpoint
-                ckpt = algo.save(os.path.join(path, "checkpoints", f"{steps:09d}"))
-                ret = float(np.mean(policy_returns(
-                    env_fn, env, module_policies(ckpt), checkpoint_episodes,
-                    REF_SEED + 10_000 + steps)))
-                evaluations.append({"env_steps": steps, "return_mean": ret, "checkpoint": ckpt})
-                log(f"mpe-{env} IPPO at {steps} env steps: sampled team return {ret:.1f}")
+        for steps, ckpt in checkpointed_steps(algo, os.path.join(path, "checkpoints"),
+                                              env_steps, num_checkpoints):
+            ret = float(np.mean(policy_returns(env_fn, env, module_policies(ckpt),
+                                               checkpoint_episodes, REF_SEED + 10_000 + steps)))
+            evaluations.append({"env_steps": steps, "return_mean": ret, "checkpoint": ckpt})
+            log(f"mpe-{env} IPPO at {steps} env steps: sampled team return {ret:.1f}")
     finally:
         algo.stop()
     return evaluations

@@ -12,7 +12,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import jax
 
@@ -33,6 +33,30 @@ def _short(result: dict) -> dict:
         ev = result["evaluation"]["env_runners"]
         row["episode_return_mean"] = round(ev["episode_return_mean"], 2)
     return row
+
+
+def checkpointed_steps(algo, path: str, env_steps: int, num_checkpoints: int
+                       ) -> Iterator[tuple[int, str]]:
+    """Trains the online `algo` for `env_steps` env steps and saves a checkpoint under
+    `path/<env steps>` about every `env_steps / num_checkpoints` of them (and at the end),
+    yielding `(env steps, checkpoint)` after each: what the data-set recipes' behaviour runs
+    (SAC's, IPPO's) evaluate. `save()` finishes an `offline_data(output=...)` recording's
+    open file, so the recording holds every episode sampled before the checkpoint.
+
+    Args:
+      algo: a built online algorithm (its `train()` reports
+        `num_env_steps_sampled_lifetime`).
+      path: the checkpoints' folder.
+      env_steps: the budget.
+      num_checkpoints: about how many checkpoints.
+    """
+    every = max(1, env_steps // num_checkpoints)
+    steps, next_at = 0, every
+    while steps < env_steps:
+        steps = int(algo.train()["num_env_steps_sampled_lifetime"])
+        if steps >= next_at or steps >= env_steps:
+            next_at += every * max(1, (steps - next_at) // every + 1)
+            yield steps, algo.save(os.path.join(path, f"{steps:09d}"))
 
 
 def result_value(result: dict, metric: str):
