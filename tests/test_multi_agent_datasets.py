@@ -140,7 +140,7 @@ def test_recipes_cover_the_ladder_and_refuse_unknown_names():
                 "simple_speaker_listener_continuous"):
         assert [recipe(f"mpe-{env}-heuristic-eps{e}").epsilon for e in EPSILONS] == list(
             EPSILONS)
-    assert len(RECIPES) == 24 + 8
+    assert len(RECIPES) == 24 + 4
     assert [recipe(f"mpe-simple_spread-ippo-{k}").kind for k in IPPO_KINDS] == list(IPPO_KINDS)
     with pytest.raises(UsageError, match="mpe-simple_spread-heuristic-eps0.1"):
         recipe("mpe-simple_spread-heuristic-eps0.2")
