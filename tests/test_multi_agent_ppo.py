@@ -87,6 +87,8 @@ def test_what_multi_agent_ppo_does_not_do_is_a_named_error():
         _config(policies={"a", "b", "c"}, policy_mapping_fn=lambda a, e: a).build()
     with pytest.raises(ConfigError, match="fine-tuning from offline data is not built yet"):
         _config().offline_data(input_="somewhere").build()
+    with pytest.raises(ConfigError, match="records whole multi-agent episodes"):
+        _config().offline_data(output="somewhere", output_write_episodes=False).build()
 
 
 def test_output_records_sampled_and_evaluation_episodes_as_multi_agent_data(tmp_path):

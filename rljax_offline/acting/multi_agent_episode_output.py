@@ -17,7 +17,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from rljax_offline.data.multi_agent_io import MultiAgentEpisodeWriter
-from rljax_offline.errors import ConfigError
 
 __all__ = ["MultiAgentEpisodeOutput"]
 
@@ -32,9 +31,6 @@ class MultiAgentEpisodeOutput:
     """
 
     def __init__(self, config: Any, group: str):
-        if not config.output_write_episodes:
-            raise ConfigError("offline_data(output_write_episodes=False): multi-agent runs "
-                              "record whole multi-agent episodes only")
         self._config, self.group = config, group
         self._writer: MultiAgentEpisodeWriter | None = None
         self._pending = 0          # episodes in the open (unfinished) file pair

@@ -58,6 +58,9 @@ class MultiAgentPPO(PPO):
             raise ConfigError(f"{type(config).__name__}.multi_agent(): multi-agent PPO "
                               "samples its own rollouts; fine-tuning from offline data is "
                               "not built yet")
+        if config.output is not None and not config.output_write_episodes:
+            raise ConfigError(f"{type(config).__name__}.offline_data(output_write_episodes="
+                              "False): multi-agent PPO records whole multi-agent episodes")
         self.env_fn = multi_agent_env_factory(config.env, config.env_config)
         _, obs_spaces, act_spaces = probe_agent_spaces(self.env_fn)
         self.mapping = agent_mapping(config)
