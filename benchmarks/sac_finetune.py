@@ -78,6 +78,8 @@ def run_sac(seed: int, name: str, init_from: str | None, args) -> dict:
     reached = next((s for s, r in curve if r >= args.target), None)
     return {"seed": seed, "from": name, "steps_to_target": reached,
             "final_level": round(float(np.mean([r for _, r in curve[-3:]])), 1),
+            # the worst evaluation after the start: the fine-tuning dip Cal-QL is made against
+            "worst_after_start": round(float(min(r for _, r in curve[1:])), 1),
             "curve": [(s, round(r, 1)) for s, r in curve],
             "seconds": round(time.perf_counter() - t0, 1)}
 
@@ -106,10 +108,11 @@ def main() -> None:
             run = run_sac(seed, name, init, args)
             print(json.dumps(run), flush=True)
             # a run that never reached the target counts as the budget (a lower bound)
-            steps[name] = run["steps_to_target"] or args.steps
+            reached = run["steps_to_target"]
+            steps[name] = args.steps if reached is None else reached
         for key in ratios:
             a, b = key.split("/")
-            ratios[key].append(steps[a] / max(steps[b], 1))
+            ratios[key].append(max(steps[a], 1) / max(steps[b], 1))
         print(json.dumps({"seed": seed, "steps_to_target": steps}), flush=True)
     print(json.dumps({"median_ratio_of_steps_to_target": {
         k: round(statistics.median(v), 3) for k, v in ratios.items()},
