@@ -125,6 +125,24 @@ def first_episode_returns(env_id: str, actor: Any, num_episodes: int, seed: int)
         venv.close()
 
 
+def cached_run(path: str, meta: str) -> dict | None:
+    """The finished run cached in the folder `path` (its `meta` JSON, written last), or None
+    with `path` made new and empty (a folder without `meta` is an interrupted run: ours to
+    remove).
+
+    Args:
+      path: the run's cache folder.
+      meta: the JSON file a finished run writes last, inside `path`.
+    """
+    if os.path.isfile(meta):
+        with open(meta) as f:
+            return json.load(f)
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    os.makedirs(path)
+    return None
+
+
 def write_json(path: str, obj: Any) -> None:
     """`obj` as indented JSON at `path`, atomically (a temp file renamed over it)."""
     tmp = f"{path}.tmp-{os.getpid()}"
@@ -159,12 +177,9 @@ def behavior_run(env_id: str, *, env_steps: int = 30_000, seed: int = 0,
     cache has none (see the module docstring). `log(message)` hears of progress."""
     path = run_dir(env_id, seed, env_steps, cache_dir)
     meta = os.path.join(path, "behavior.json")
-    if os.path.isfile(meta):
-        with open(meta) as f:
-            return BehaviorRun(**json.load(f))
-    if os.path.isdir(path):  # an interrupted run: ours to remove (behavior.json is written last)
-        shutil.rmtree(path)
-    os.makedirs(path)
+    cached = cached_run(path, meta)
+    if cached is not None:
+        return BehaviorRun(**cached)
     log = log or (lambda message: None)
     evaluations = _train(env_id, seed, env_steps, path, num_checkpoints, checkpoint_episodes,
                          log)

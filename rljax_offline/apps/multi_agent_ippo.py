@@ -22,9 +22,7 @@ and is trained again), `checkpoints/<env steps>/` and `replay/`.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -34,7 +32,7 @@ from rljax_offline.acting.multi_agent_actor import ModuleActor
 from rljax_offline.acting.multi_agent_runner import MultiAgentEnvRunner
 from rljax_offline.algorithms.algorithm import Algorithm
 from rljax_offline.algorithms.ppo import PPOConfig
-from rljax_offline.apps.mujoco_policies import write_json
+from rljax_offline.apps.mujoco_policies import cached_run, write_json
 from rljax_offline.apps.multi_agent_datasets import DEFAULT_IPPO_ENV_STEPS, ENVS, REF_SEED
 from rljax_offline.apps.training_loop import checkpointed_steps
 
@@ -185,12 +183,9 @@ def ippo_run(env: str, env_fn: Any, *, cache_dir: str, env_steps: int = DEFAULT_
     """
     path = run_dir(env, seed, env_steps, cache_dir)
     meta = os.path.join(path, "run.json")
-    if os.path.isfile(meta):
-        with open(meta) as f:
-            return IppoRun(**json.load(f))
-    if os.path.isdir(path):  # an interrupted run: ours to remove (run.json is written last)
-        shutil.rmtree(path)
-    os.makedirs(path)
+    cached = cached_run(path, meta)
+    if cached is not None:
+        return IppoRun(**cached)
     log = log or (lambda message: None)
     evaluations = _train(env, env_fn, seed, env_steps, path, num_checkpoints,
                          checkpoint_episodes, log)
