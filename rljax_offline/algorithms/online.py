@@ -1,13 +1,20 @@
 """What an online algorithm (PPO, SAC) adds to the offline `Algorithm` facade: an exploring
 policy that samples *continuing* episodes from gymnasium vector envs (RLlib's env runners keep
 their envs between iterations), RLlib's smoothed episode metrics over the latest finished
-episodes, and closing the envs. What is done with the samples (epochs on the rollout, a replay
-buffer) stays with each algorithm."""
+episodes, and closing the envs.
+
+`train()` is one loop for every online algorithm: its data source (`source`, made by
+`make_source`) samples, then trains on the samples and says what it did. What is done with
+the samples lives in the source, not in overrides of this facade: PPO's `ppo.rollouts.Rollouts`
+(epochs on each fresh rollout), SAC's `sac.replay.Replay` (a replay buffer, saved with a
+checkpoint where asked)."""
 
 from __future__ import annotations
 
 import collections
 import functools
+import time
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +29,41 @@ class OnlineAlgorithm(Algorithm):
     _sampler = None
     _sampling_actor = None
     env_steps_sampled = 0
+
+    def __init__(self, config, process=None):
+        super().__init__(config, process)
+        self.source = self.make_source()
+
+    def make_source(self) -> Any:
+        """The data source: an object with `sample(algo)` (the iteration's rollout),
+        `update(algo, chunks, steps) -> (learners, result fields, num_updates)`,
+        `checkpoint_files()`, `restore(algo, path)` and `stop()`."""
+        raise NotImplementedError(f"{type(self).__name__} names no data source")
+
+    def sample(self):
+        """One iteration's rollouts, as the data source asks for them: `(episode chunks,
+        [(return, length)] finished)`."""
+        return self.source.sample(self)
+
+    def sampled_env_steps(self, chunks: list, finished: list) -> int:
+        """Env steps a rollout took: its chunks' steps."""
+        return sum(len(ep) for ep in chunks)
+
+    def train(self) -> dict:
+        """One iteration: the source's rollout, its updates, RLlib's result."""
+        t0 = time.perf_counter()
+        chunks, finished = self.sample()
+        sample_s = time.perf_counter() - t0
+        steps = self.sampled_env_steps(chunks, finished)
+        t_upd = time.perf_counter()
+        learners, fields, num_updates = self.source.update(self, chunks, steps)
+        learners["__all_modules__"]["learner_update_timer"] = (
+            (time.perf_counter() - t_upd) / max(num_updates, 1))
+        return self._iteration_result(t0, steps, finished, sample_s, learners, **fields)
+
+    def checkpoint_files(self) -> dict[str, bytes]:
+        """The data source's files (SAC's replay buffer, where asked)."""
+        return self.source.checkpoint_files()
 
     @functools.cached_property
     def _recent(self) -> collections.deque:
@@ -103,9 +145,11 @@ class OnlineAlgorithm(Algorithm):
         super().restore(path)
         last = self.history[-1] if self.history else {}
         self.env_steps_sampled = int(last.get("num_env_steps_sampled_lifetime", 0))
+        self.source.restore(self, path)
 
     def stop(self) -> None:
         super().stop()
+        self.source.stop()
         if self._sampler is not None:
             self._sampler.close()
             self._sampler = None
