@@ -3,9 +3,9 @@ policy that samples *continuing* episodes from gymnasium vector envs (RLlib's en
 their envs between iterations), RLlib's smoothed episode metrics over the latest finished
 episodes, and closing the envs.
 
-`train()` is one loop for every online algorithm: its data source (`source`, made by
-`make_source`) samples, then trains on the samples and says what it did. What is done with
-the samples lives in the source, not in overrides of this facade: PPO's `ppo.rollouts.Rollouts`
+`train()` is `Algorithm.train`, the one loop of every algorithm: the data source (`source`,
+made by `make_source`) samples, then trains on the samples and says what it did. What is done
+with the samples lives in the source, not in overrides of this facade: PPO's `ppo.rollouts.Rollouts`
 (epochs on each fresh rollout), SAC's `sac.replay.Replay` (a replay buffer, saved with a
 checkpoint where asked)."""
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import time
 from typing import Any
 
 import numpy as np
@@ -30,40 +29,16 @@ class OnlineAlgorithm(Algorithm):
     _sampling_actor = None
     env_steps_sampled = 0
 
-    def __init__(self, config, process=None):
-        super().__init__(config, process)
-        self.source = self.make_source()
-
     def make_source(self) -> Any:
-        """The data source: an object with `sample(algo)` (the iteration's rollout),
-        `update(algo, chunks, steps) -> (learners, result fields, num_updates)`,
-        `checkpoint_files()`, `restore(algo, path)` and `stop()`."""
-        raise NotImplementedError(f"{type(self).__name__} names no data source")
+        """The online algorithm's data source (PPO's rollouts, SAC's replay buffer): see
+        `algorithms.data_sources` for what it has."""
+        raise NotImplementedError(f"{type(self).__name__} names no data source "
+                                  "(make_source)")
 
     def sample(self):
         """One iteration's rollouts, as the data source asks for them: `(episode chunks,
         [(return, length)] finished)`."""
         return self.source.sample(self)
-
-    def sampled_env_steps(self, chunks: list, finished: list) -> int:
-        """Env steps a rollout took: its chunks' steps."""
-        return sum(len(ep) for ep in chunks)
-
-    def train(self) -> dict:
-        """One iteration: the source's rollout, its updates, RLlib's result."""
-        t0 = time.perf_counter()
-        chunks, finished = self.sample()
-        sample_s = time.perf_counter() - t0
-        steps = self.sampled_env_steps(chunks, finished)
-        t_upd = time.perf_counter()
-        learners, fields, num_updates = self.source.update(self, chunks, steps)
-        learners["__all_modules__"]["learner_update_timer"] = (
-            (time.perf_counter() - t_upd) / max(num_updates, 1))
-        return self._iteration_result(t0, steps, finished, sample_s, learners, **fields)
-
-    def checkpoint_files(self) -> dict[str, bytes]:
-        """The data source's files (SAC's replay buffer, where asked)."""
-        return self.source.checkpoint_files()
 
     @functools.cached_property
     def _recent(self) -> collections.deque:
@@ -114,27 +89,16 @@ class OnlineAlgorithm(Algorithm):
                 "episode_return_max": float(returns.max()),
                 "episode_len_mean": float(np.mean([n for _, n in self._recent]))}
 
-    def _iteration_result(self, t0: float, steps: int, finished: list, sample_s: float,
-                          learners: dict, **fields) -> dict:
-        """Ends an iteration: counts it and its `steps` sampled env steps (`finished`
-        episodes among them), and returns RLlib's result of it (the env runners' metrics,
-        `learners` as given, `fields` added), completed by `_end_iteration`."""
-        self.iteration += 1
+    def _sampling_result(self, steps: int, finished: list, sample_s: float) -> dict:
+        """Counts the iteration's `steps` sampled env steps (`finished` episodes among
+        them); RLlib's env-runner metrics of them."""
         self.env_steps_sampled += steps
         self._recent.extend(finished)
-        result = {
-            "training_iteration": self.iteration,
-            "algorithm": self.algo_name,
-            "env_runners": {**self._episode_metrics(), "num_episodes": len(finished),
-                            "num_env_steps_sampled": steps,
-                            "num_env_steps_sampled_lifetime": self.env_steps_sampled,
-                            "sample_time_s": sample_s},
-            "learners": learners,
-            "num_env_steps_sampled_lifetime": self.env_steps_sampled,
-            "num_devices": len(self.devices),
-            **fields,
-        }
-        return self._end_iteration(result, t0)
+        return {"env_runners": {**self._episode_metrics(), "num_episodes": len(finished),
+                                "num_env_steps_sampled": steps,
+                                "num_env_steps_sampled_lifetime": self.env_steps_sampled,
+                                "sample_time_s": sample_s},
+                "num_env_steps_sampled_lifetime": self.env_steps_sampled}
 
     def _evaluation(self) -> dict:
         """The env runners' returns: an online run holds out no offline episodes to
@@ -145,11 +109,9 @@ class OnlineAlgorithm(Algorithm):
         super().restore(path)
         last = self.history[-1] if self.history else {}
         self.env_steps_sampled = int(last.get("num_env_steps_sampled_lifetime", 0))
-        self.source.restore(self, path)
 
     def stop(self) -> None:
         super().stop()
-        self.source.stop()
         if self._sampler is not None:
             self._sampler.close()
             self._sampler = None

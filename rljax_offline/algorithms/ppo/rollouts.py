@@ -22,7 +22,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from rljax_offline.algorithms.algorithm import MODULE_ID
+from rljax_offline.algorithms.data_sources import MODULE_ID
 from rljax_offline.algorithms.ppo.config import standardize
 
 

@@ -23,7 +23,7 @@ import jax
 import numpy as np
 from flax import serialization
 
-from rljax_offline.algorithms.algorithm import MODULE_ID
+from rljax_offline.algorithms.data_sources import MODULE_ID
 from rljax_offline.data.replay import ReplayState, make_replay_buffer
 from rljax_offline.learning import checkpoint as ckpt
 
