@@ -81,6 +81,10 @@ def test_one_checkpoint_holds_every_seed_and_resumes_exactly(config, tmp_path):
     back = Algorithm.from_checkpoint(path)
     assert isinstance(back, SeedRuns) and back.seeds == SEEDS
     assert back.iteration == 1
+    # a config without the seeds (what checkpoints saved before `seeds` was an option)
+    earlier = Algorithm.from_checkpoint(path, config)
+    assert isinstance(earlier, SeedRuns) and earlier.seeds == SEEDS and earlier.iteration == 1
+    earlier.stop()
     back.train()
     for i in range(len(SEEDS)):
         for a, b in zip(jax.tree_util.tree_leaves(runs.policy(i).params),
