@@ -1,4 +1,4 @@
-"""Benchmark: N seeds in one compiled program (`algorithms.seeds.SeedRuns`) against the same N
+"""Benchmark: N seeds in one compiled program (`config.debugging(seeds=[...])`) against the same N
 runs one after another (`Algorithm` per seed), IQL and TD3+BC at d3rlpy's settings ([256, 256]
 networks, batch 256) on Pendulum data (the scripted expert mixed with noise, recorded here).
 
@@ -20,7 +20,6 @@ import jax
 
 from rljax_offline import IQLConfig, TD3BCConfig
 from rljax_offline.acting.env_runner import record_expert
-from rljax_offline.algorithms.seeds import SeedRuns
 
 def configs(updates: int, batch: int) -> dict:
     common = dict(num_updates_per_iteration=updates, train_batch_size_per_learner=batch)
@@ -42,7 +41,7 @@ def timed(step, iterations: int) -> float:
 
 
 def one_program(config, seeds, iterations) -> float:
-    runs = SeedRuns(config, seeds)
+    runs = config.debugging(seeds=seeds).build()
 
     def step():
         jax.block_until_ready(runs.train()["mean"])

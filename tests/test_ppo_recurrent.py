@@ -211,14 +211,15 @@ def _small_config(model=None, **training):
 def test_rollouts_of_different_shapes_share_one_compiled_epoch_program():
     algo = _small_config().build()
     counts = []
-    pad = algo._pad_sequences
-    algo._pad_sequences = lambda cols: (counts.append(len(cols["seq_lens"])), pad(cols))[1]
+    pad = algo.source.pad_sequences
+    algo.source.pad_sequences = lambda a, cols: (counts.append(len(cols["seq_lens"])),
+                                                 pad(a, cols))[1]
     for _ in range(3):
         result = algo.train()
         learner = result["learners"]["default_policy"]
         assert all(np.isfinite(learner[k]) for k in ("policy_loss", "vf_loss", "entropy"))
     assert len(set(counts)) > 1, counts  # the rollouts cut into different sequence counts
-    assert algo._epochs._cache_size() == 1
+    assert algo.source._epochs._cache_size() == 1
     # The sampler records both networks' states; continued chunks start from the recorded
     # state one lookback step back.
     chunks, _ = algo.sample()

@@ -298,11 +298,11 @@ def test_store_buffer_in_checkpoints_restores_the_replay_buffer(store, tmp_path)
         algo.train()
     ckpt = algo.save(str(tmp_path / "ckpt"))
     restored = Algorithm.from_checkpoint(ckpt)
-    assert restored.rows_added == (300 if store else 0)
+    assert restored.source.rows_added == (300 if store else 0)
     if store:
-        assert max_diff(jax.device_get(algo._buffer_state.columns),
-                        jax.device_get(restored._buffer_state.columns)) == 0
-        assert int(restored._buffer_state.size) == 300
+        assert max_diff(jax.device_get(algo.source.buffer_state.columns),
+                        jax.device_get(restored.source.buffer_state.columns)) == 0
+        assert int(restored.source.buffer_state.size) == 300
     trained = restored.train()["learners"]["default_policy"]["num_module_steps_trained"]
     assert trained == (100 * 32 if store else 0)  # without it: refilling (100 < 200 rows)
     algo.stop()

@@ -1,8 +1,8 @@
-"""`SeedRuns`: N runs of one offline config in one program. Each seed's params equal the
-separate run of the config with that seed (float32: to rounding; float64 exactness is
-tests/test_seeds.py), metrics come per seed and as mean +- std, each seed evaluates in the
-env, one seed's checkpoint loads as any other (the algorithm, its trained policy), and one
-checkpoint of every seed resumes them exactly or gives one seed's policy."""
+"""`debugging(seeds=[...])`: N runs of one offline config in one program (`SeedRuns`). Each seed's
+params equal the separate run of the config with that seed (float32: to rounding; float64
+exactness is tests/test_seeds.py), metrics come per seed and as mean +- std, each seed evaluates
+in the env, one seed's checkpoint loads as any other (the algorithm, its trained policy), and
+one checkpoint of every seed resumes them exactly or gives one seed's policy."""
 
 import jax
 import numpy as np
@@ -30,7 +30,8 @@ def config(tmp_path_factory):
 
 
 def test_each_seed_is_its_own_run(config, tmp_path):
-    runs = SeedRuns(config, SEEDS)
+    runs = config.debugging(seeds=SEEDS).build()
+    assert isinstance(runs, SeedRuns)
     for _ in range(2):
         result = runs.train()
     assert len(result["per_seed"]) == 2 and "total_loss" in result["mean"]
@@ -46,7 +47,9 @@ def test_each_seed_is_its_own_run(config, tmp_path):
         alone.stop()
     evaluation = runs.evaluate()
     assert len(evaluation["per_seed"]) == 2 and evaluation["episode_return_std"] >= 0.0
-    path = runs.save(str(tmp_path / "seed3"), 1)
+    exported = runs.export_policy(str(tmp_path / "seed3.stablehlo"), 1)
+    assert exported
+    path = runs.save_seed(str(tmp_path / "seed3"), 1)
     policy = load_policy(path)
     assert policy.seed == 3
     for a, b in zip(jax.tree_util.tree_leaves(policy.params),
@@ -60,22 +63,28 @@ def test_each_seed_is_its_own_run(config, tmp_path):
 
 def test_streamed_data_and_online_learners_are_named_errors(config):
     with pytest.raises(ConfigError, match="streams"):
-        SeedRuns(config.offline_data(materialize_data=False, materialize_mapped_data=False),
-                 SEEDS)
+        config.offline_data(materialize_data=False,
+                            materialize_mapped_data=False).debugging(seeds=SEEDS)
     with pytest.raises(ConfigError, match="online"):
-        SeedRuns(PPOConfig(), SEEDS)
+        PPOConfig().debugging(seeds=SEEDS)
     with pytest.raises(ConfigError, match="distinct"):
-        SeedRuns(config, [1, 1])
+        config.debugging(seeds=[1, 1])
+    with pytest.raises(ConfigError, match="distinct"):
+        config.debugging(seeds=[])
 
 
 def test_one_checkpoint_holds_every_seed_and_resumes_exactly(config, tmp_path):
-    runs = SeedRuns(config, SEEDS)
+    runs = config.debugging(seeds=SEEDS).build()
     runs.train()
-    path = runs.save_all(str(tmp_path / "all"))
+    path = runs.save(str(tmp_path / "all"))
     runs.train()
-    back = SeedRuns(config, SEEDS)
-    back.restore(path)
+    back = Algorithm.from_checkpoint(path)
+    assert isinstance(back, SeedRuns) and back.seeds == SEEDS
     assert back.iteration == 1
+    # a config without the seeds (what checkpoints saved before `seeds` was an option)
+    earlier = Algorithm.from_checkpoint(path, config)
+    assert isinstance(earlier, SeedRuns) and earlier.seeds == SEEDS and earlier.iteration == 1
+    earlier.stop()
     back.train()
     for i in range(len(SEEDS)):
         for a, b in zip(jax.tree_util.tree_leaves(runs.policy(i).params),
@@ -85,9 +94,12 @@ def test_one_checkpoint_holds_every_seed_and_resumes_exactly(config, tmp_path):
     assert one.seed == 3 and one.params["policy"] is not None
     with pytest.raises(CheckpointError, match=r"seeds \[0, 3\]"):
         load_policy(path)
-    with pytest.raises(CheckpointError, match="SeedRuns"):
-        Algorithm.from_checkpoint(path)
-    other = SeedRuns(config, [0, 4])
+    alone = config.build()
+    with pytest.raises(CheckpointError, match="seeds=") as one_run:
+        alone.restore(path)
+    alone.stop()
+    assert "Algorithm.from_checkpoint" in str(one_run.value)
+    other = config.debugging(seeds=[0, 4]).build()
     with pytest.raises(CheckpointError, match="seeds"):
         other.restore(path)
     other.stop()

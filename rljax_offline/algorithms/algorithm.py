@@ -8,10 +8,13 @@ data-parallel, and this class is a thin facade over the parts around it, one con
   (and the learner columns the data keeps, recurrent sequences included);
 * `algorithms.offline_data`: reading the data, the learner columns, materialized on the
   devices or streamed with a resumable cursor;
+* `algorithms.data_sources`: the data source each iteration's updates take their data from
+  (materialized, streamed; online algorithms: rollouts, a replay buffer): `train()` is the
+  one loop over it for every algorithm;
 * `algorithms.checkpointing`: `save()`, `restore()` and `Algorithm.from_checkpoint`, the
   stream cursor included; resume is exact.
 
-`train()` runs one iteration (`num_updates_per_iteration` updates, or RLlib's
+`train()` runs one iteration (offline: `num_updates_per_iteration` updates, or RLlib's
 `dataset_num_iters_per_learner`, in one jitted `lax.scan` over all selected devices) and
 returns RLlib-style metrics; `evaluate()` runs the greedy policy in the env.
 
@@ -39,6 +42,7 @@ from rljax_offline.acting.episode_output import EpisodeOutput
 from rljax_offline.acting.evaluator import Evaluator
 from rljax_offline.algorithms import checkpointing, pipelines
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
+from rljax_offline.algorithms.data_sources import Materialized, Streamed
 from rljax_offline.algorithms.offline_data import OfflineData
 from rljax_offline.connectors import Spaces
 from rljax_offline.data.device import DeviceData
@@ -52,7 +56,6 @@ from rljax_offline.ope.methods import parse_methods
 from rljax_offline.runtime.background import Background
 from rljax_offline.runtime.setup import ProcessSetup
 
-MODULE_ID = "default_policy"
 CHECKPOINT_FORMAT = checkpointing.CHECKPOINT_FORMAT
 STREAM_FILE = checkpointing.STREAM_FILE
 
@@ -83,6 +86,7 @@ class Algorithm:
                                connector_state=self._initial_connector_state)
         self.data = OfflineData(config, self.spaces, (self._obs_space, self._act_space),
                                 self.pipelines, self.dp, self.multi_process)
+        self.source = self.make_source()
         self.iteration = 0
         self.history: list[dict] = []
         self._restored = False
@@ -184,41 +188,49 @@ class Algorithm:
 
     # ------------------------------------------------------------------ training
 
+    def make_source(self) -> Any:
+        """The data source (`algorithms.data_sources`): the offline data materialized on the
+        devices or streamed; an online algorithm's rollouts or replay buffer."""
+        return Streamed(self.data) if self.config.streams_data else Materialized(self.data)
+
     def train(self) -> dict:
-        """One training iteration; returns RLlib-style metrics."""
+        """One training iteration, the same for every algorithm: the data source samples
+        (offline: the data is read on the first call), runs the updates and says what it did;
+        returns RLlib-style metrics."""
         t0 = time.perf_counter()
-        if self.data.device_data is None and self.data.stream is None:
-            self.load_data()
-        n = self.config.updates_per_iteration
+        chunks, finished = self.source.sample(self)
+        sample_s = time.perf_counter() - t0
+        steps = self.sampled_env_steps(chunks, finished)
         t_upd = time.perf_counter()
         # What acting needs of the state is taken before the updates donate its buffers;
         # the acting step then compiles in the background while the updates run.
         acting, preparing = self._acting_inputs(), None
         try:
-            metrics = self._update(n)
+            learners, fields, n = self.source.update(self, chunks, steps)
             if acting is not None:
                 preparing = Background(self._compiled_actor, *acting)
-            metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+            learners = {m: {k: v if isinstance(v, int) else float(v)
+                            for k, v in jax.device_get(values).items()}
+                        for m, values in learners.items()}
         finally:
             if preparing is not None:
                 self._keep_compiled_actor(preparing)
-        extra = {k: float(v) for k, v in jax.device_get(self.state.extra).items()
-                 if np.ndim(v) == 0}
-        update_s = time.perf_counter() - t_upd
+        learners["__all_modules__"]["learner_update_timer"] = (
+            (time.perf_counter() - t_upd) / max(n, 1))
+        sampled = self._sampling_result(steps, finished, sample_s)
         self.iteration += 1
-        steps = n * self.timesteps_per_update
-        learner = {**metrics, **extra, "num_module_steps_trained": steps,
-                   "num_module_steps_trained_lifetime": steps * self.iteration}
-        result = {
-            "training_iteration": self.iteration,
-            "algorithm": self.algo_name,
-            "learners": {MODULE_ID: learner, "__all_modules__": {
-                "num_env_steps_trained": steps,
-                "num_env_steps_trained_lifetime": steps * self.iteration,
-                "learner_update_timer": update_s / n}},
-            "num_devices": len(self.devices),
-        }
+        result = {"training_iteration": self.iteration, "algorithm": self.algo_name,
+                  **sampled, "learners": learners, "num_devices": len(self.devices),
+                  **fields}
         return self._end_iteration(result, t0)
+
+    def sampled_env_steps(self, chunks: list, finished: list) -> int:
+        """Env steps an iteration's rollout took: its chunks' steps (offline: none)."""
+        return sum(len(ep) for ep in chunks)
+
+    def _sampling_result(self, steps: int, finished: list, sample_s: float) -> dict:
+        """What the result says of the iteration's env sampling: offline, nothing."""
+        return {}
 
     def _end_iteration(self, result: dict, t0: float) -> dict:
         """An iteration's `result` (begun at `t0`) completed: an evaluation at
@@ -238,25 +250,15 @@ class Algorithm:
             evaluation["off_policy_estimator"] = self.estimate_off_policy()
         return evaluation
 
-    def _update(self, n: int) -> dict:
-        """`n` updates on the materialized or streamed data, dispatched; their metrics (device
-        arrays, ready when the updates are done)."""
-        if self.data.device_data is not None:
-            return self.learner.step(n, self.data.device_data, self.config.sample_unit)
-        metrics = self.learner.step(n, self.data.stream)
-        # Put from a host copy: a device_put can alias the prefetch thread's buffers, which
-        # the next update donates.
-        self.learner.put_connector_state(self.data.streamed_connector_state())
-        return metrics
-
     # ------------------------------------------------------------------ acting
 
     def _acting_inputs(self) -> tuple | None:
-        """On the first iteration of a process, what compiling the evaluation actor's step
-        needs (`_compiled_actor`'s arguments): zero params of the right shapes, the fitted
-        env-to-module state and observations shaped like `evaluate()`'s envs'. None when an
-        actor exists already."""
-        if self._actor is not None or self._acting_started:
+        """On the first offline iteration of a process, what compiling the evaluation actor's
+        step needs (`_compiled_actor`'s arguments): zero params of the right shapes, the
+        fitted env-to-module state and observations shaped like `evaluate()`'s envs'. None
+        when an actor exists already, or online (the first iteration samples with the
+        exploring actor instead)."""
+        if self._actor is not None or self._acting_started or self.config.trains_online:
             return None
         self._acting_started = True
         try:
@@ -381,13 +383,14 @@ class Algorithm:
         return checkpointing.save(self, path, self.checkpoint_files())
 
     def checkpoint_files(self) -> dict[str, bytes]:
-        """Files an algorithm adds to its checkpoints (name -> bytes, read back with
-        `learning.checkpoint.load_file`): none here; SAC's replay buffer."""
-        return {}
+        """Files the data source adds to checkpoints (name -> bytes, read back with
+        `learning.checkpoint.load_file`): none offline; SAC's replay buffer."""
+        return self.source.checkpoint_files()
 
     def restore(self, path: str) -> None:
         """Loads a checkpoint of this algorithm; training continues exactly where it was."""
         checkpointing.restore(self, path)
+        self.source.restore(self, path)
         self._restored = True
 
     def restore_from_path(self, path: str, component: str | None = None) -> None:
@@ -413,7 +416,7 @@ class Algorithm:
         or `train()` goes on from the last batch consumed), closes the evaluation envs and
         ends recording (`EpisodeOutput.close`: the last file written, unless
         `output_write_remaining_data=False`)."""
-        self.data.stop()
+        self.source.stop()
         for out in self._outputs.values():
             out.close()
         self.evaluator.close()

@@ -49,7 +49,7 @@ def save(algo: Any, path: str, extra_files: dict[str, bytes] | None = None) -> s
 def _meta_of_one_run(algo: Any, path: str, other_algorithm_hint: str) -> dict:
     """The checkpoint's meta, checked to hold one run of `algo`'s algorithm: another
     algorithm is a `ValueError` ending in `other_algorithm_hint`, the stacked runs of
-    `SeedRuns` a `CheckpointError` saying how to read them."""
+    `debugging(seeds=...)` a `CheckpointError` saying how to read them."""
     meta = ckpt.load_meta(path)
     saved = meta.get("algorithm", "bc")
     if saved != algo.algo_name:
@@ -58,7 +58,8 @@ def _meta_of_one_run(algo: Any, path: str, other_algorithm_hint: str) -> dict:
     if meta.get("seeds") is not None:
         raise ckpt.CheckpointError(
             f"checkpoint {path!r} holds the runs of seeds {meta['seeds']} in one state: "
-            "continue them with SeedRuns(config, seeds).restore(path), or take one out with "
+            "continue them with Algorithm.from_checkpoint(path) (or a config with "
+            "debugging(seeds=...), built, then restore(path)), or take one out with "
             "load_policy(path, seed=...)")
     return meta
 
@@ -121,9 +122,15 @@ def restore_component(algo: Any, path: str, component: str) -> None:
 
 def from_checkpoint(path: str, config: AlgorithmConfig | None = None) -> Any:
     """Rebuilds any registered algorithm from a checkpoint (its saved config unless one is
-    given: needed when the run used custom connector pieces, which are code)."""
+    given: needed when the run used custom connector pieces, which are code); a checkpoint
+    of several seeds gives `SeedRuns` of them all."""
     if config is None:
         config = saved_config(path)
+    seeds = ckpt.load_meta(path).get("seeds")
+    if seeds is not None and config.seeds != seeds:
+        # several seeds in one state (checkpoints before `seeds` was an option saved the
+        # config of the first seed): the config of all of them
+        config = config.debugging(seeds=seeds)
     algo = config.build()
     algo.restore(path)
     return algo

@@ -15,6 +15,7 @@ from rljax_offline.algorithms.options import (
     boolean,
     callable_or_none,
     dict_or_none,
+    distinct_seeds,
     either,
     host_port,
     module_ids,
@@ -220,3 +221,8 @@ class CommonOptions:
         "many steps of each of its agents) or agent steps (that many rows per module)")
     # debugging
     seed: int = option(0, "debugging", non_negative_int, "seed of init, sampling and envs")
+    seeds: list | None = option(
+        None, "debugging", optional(distinct_seeds), "several independent runs, one per "
+        "seed, trained in one compiled program over a seed axis (build() returns "
+        "algorithms.seeds.SeedRuns; offline algorithms on materialized data); None: one run "
+        "of `seed`")

@@ -57,6 +57,7 @@ def _from_iter_batches_kwargs(kwargs: dict) -> dict:
 
 # What `build()` makes of a multi-agent config (imported on first build, as `algorithm_class`).
 MULTI_AGENT_ALGORITHM = "rljax_offline.algorithms.multi_agent:MultiAgentAlgorithm"
+SEED_RUNS_CLASS = "rljax_offline.algorithms.seeds:SeedRuns"
 DEFAULT_MODULE_ID = "default_policy"
 
 # ---------------------------------------------------------------------- the base
@@ -75,6 +76,7 @@ class AlgorithmConfig(CommonOptions):
     # What `build()` makes: a class, or "module:Class" imported on first build (so this module
     # imports no algorithm code: configs and algorithms have no import cycle).
     algorithm_class: ClassVar[Any] = "rljax_offline.algorithms.algorithm:Algorithm"
+    # What `build()` makes of it after `debugging(seeds=[...])`: SEED_RUNS_CLASS.
     # What `build()` makes of it after `multi_agent(...)`.
     multi_agent_class: ClassVar[Any] = MULTI_AGENT_ALGORITHM
     # True where a multi-agent run trains one team module on env-step joint rows (a
@@ -260,6 +262,13 @@ class AlgorithmConfig(CommonOptions):
             raise ConfigError(f"{type(self).__name__}: rollout_fragment_length sets the steps "
                               "an online algorithm samples per env and round; this one trains "
                               "from offline data and evaluates whole episodes (leave 'auto')")
+        if self.seeds is not None and (self.trains_online or self.streams_data
+                                       or self.is_multi_agent):
+            why = ("trains online" if self.trains_online else "streams its data"
+                   if self.streams_data else "is multi-agent")
+            raise ConfigError(f"{type(self).__name__}: debugging(seeds=...) trains offline "
+                              f"single-agent algorithms on materialized data in one program; "
+                              f"this config {why}")
         if parse_methods(self.off_policy_estimation_methods) and self.streams_data:
             raise ConfigError(f"{type(self).__name__}: off_policy_estimation_methods hold "
                               "ope_split episodes out of materialized data; set "
@@ -299,11 +308,15 @@ class AlgorithmConfig(CommonOptions):
            compilation cache (`compilation_cache_dir`; None: off).
         2. `algorithm_class(self, process)`: spaces, pipelines and devices; the init program
            then compiles on a background thread while the caller goes on (reading the data),
-           and the algorithm's `state` waits for it on first use.
+           and the algorithm's `state` waits for it on first use. With `debugging(seeds=[...])`
+           it is `algorithms.seeds.SeedRuns(self, process)` instead: every seed in one
+           compiled program.
         """
         self.validate()
         process = setup(self)
         cls = self.multi_agent_class if self.is_multi_agent else self.algorithm_class
+        if self.seeds is not None:
+            cls = SEED_RUNS_CLASS
         if isinstance(cls, str):
             module, attr = cls.split(":")
             cls = getattr(importlib.import_module(module), attr)

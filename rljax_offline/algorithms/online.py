@@ -1,13 +1,19 @@
 """What an online algorithm (PPO, SAC) adds to the offline `Algorithm` facade: an exploring
 policy that samples *continuing* episodes from gymnasium vector envs (RLlib's env runners keep
 their envs between iterations), RLlib's smoothed episode metrics over the latest finished
-episodes, and closing the envs. What is done with the samples (epochs on the rollout, a replay
-buffer) stays with each algorithm."""
+episodes, and closing the envs.
+
+`train()` is `Algorithm.train`, the one loop of every algorithm: the data source (`source`,
+made by `make_source`) samples, then trains on the samples and says what it did. What is done
+with the samples lives in the source, not in overrides of this facade: PPO's `ppo.rollouts.Rollouts`
+(epochs on each fresh rollout), SAC's `sac.replay.Replay` (a replay buffer, saved with a
+checkpoint where asked)."""
 
 from __future__ import annotations
 
 import collections
 import functools
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +28,17 @@ class OnlineAlgorithm(Algorithm):
     _sampler = None
     _sampling_actor = None
     env_steps_sampled = 0
+
+    def make_source(self) -> Any:
+        """The online algorithm's data source (PPO's rollouts, SAC's replay buffer): see
+        `algorithms.data_sources` for what it has."""
+        raise NotImplementedError(f"{type(self).__name__} names no data source "
+                                  "(make_source)")
+
+    def sample(self):
+        """One iteration's rollouts, as the data source asks for them: `(episode chunks,
+        [(return, length)] finished)`."""
+        return self.source.sample(self)
 
     @functools.cached_property
     def _recent(self) -> collections.deque:
@@ -72,27 +89,16 @@ class OnlineAlgorithm(Algorithm):
                 "episode_return_max": float(returns.max()),
                 "episode_len_mean": float(np.mean([n for _, n in self._recent]))}
 
-    def _iteration_result(self, t0: float, steps: int, finished: list, sample_s: float,
-                          learners: dict, **fields) -> dict:
-        """Ends an iteration: counts it and its `steps` sampled env steps (`finished`
-        episodes among them), and returns RLlib's result of it (the env runners' metrics,
-        `learners` as given, `fields` added), completed by `_end_iteration`."""
-        self.iteration += 1
+    def _sampling_result(self, steps: int, finished: list, sample_s: float) -> dict:
+        """Counts the iteration's `steps` sampled env steps (`finished` episodes among
+        them); RLlib's env-runner metrics of them."""
         self.env_steps_sampled += steps
         self._recent.extend(finished)
-        result = {
-            "training_iteration": self.iteration,
-            "algorithm": self.algo_name,
-            "env_runners": {**self._episode_metrics(), "num_episodes": len(finished),
-                            "num_env_steps_sampled": steps,
-                            "num_env_steps_sampled_lifetime": self.env_steps_sampled,
-                            "sample_time_s": sample_s},
-            "learners": learners,
-            "num_env_steps_sampled_lifetime": self.env_steps_sampled,
-            "num_devices": len(self.devices),
-            **fields,
-        }
-        return self._end_iteration(result, t0)
+        return {"env_runners": {**self._episode_metrics(), "num_episodes": len(finished),
+                                "num_env_steps_sampled": steps,
+                                "num_env_steps_sampled_lifetime": self.env_steps_sampled,
+                                "sample_time_s": sample_s},
+                "num_env_steps_sampled_lifetime": self.env_steps_sampled}
 
     def _evaluation(self) -> dict:
         """The env runners' returns: an online run holds out no offline episodes to

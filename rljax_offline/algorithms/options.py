@@ -76,6 +76,12 @@ def str_list(v) -> str | None:
     return None if ok else "a list of column names"
 
 
+def distinct_seeds(v) -> str | None:
+    ok = (isinstance(v, (list, tuple)) and len(v) >= 1 and len(set(v)) == len(v)
+          and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in v))
+    return None if ok else "a non-empty list of distinct non-negative ints"
+
+
 def non_empty_str(v) -> str | None:
     return None if isinstance(v, str) and v else "a non-empty string"
 

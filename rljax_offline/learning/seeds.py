@@ -99,4 +99,5 @@ def scan_over_seeds(dp: DataParallel, num_updates: int, sample_unit: str = "time
         return compiled[meta](states, data.columns, data.episode_starts,
                               data.episode_lengths)
 
+    run.programs = compiled  # the jitted programs by data layout (to inspect their cost)
     return run

@@ -164,7 +164,7 @@ def load_policy(path: str | os.PathLike, config: Any = None,
     Args:
       path: the checkpoint folder.
       config: the run's config, needed when it held code (see `saved_config`).
-      seed: which seed, for a checkpoint of several (`algorithms.seeds.SeedRuns.save_all`);
+      seed: which seed, for a checkpoint of several (`debugging(seeds=...)`'s);
         a named error names them when it is missing or not among them.
     """
     path = os.fspath(path)
@@ -188,7 +188,7 @@ def load_policy(path: str | os.PathLike, config: Any = None,
             lambda x: np.zeros((len(seeds), *np.shape(x)), np.asarray(x).dtype), template)
         state = jax.tree_util.tree_map(lambda x: x[seeds.index(seed)],
                                        ckpt.load_state(path, template))
-        config = config.debugging(seed=seed)
+        config = config.debugging(seed=seed, seeds=None)
     else:
         state = ckpt.load_state(path, template)
     return make_policy(config, gym_spaces, state.params, state.connector_state, (spec, pipes))
