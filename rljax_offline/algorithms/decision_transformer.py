@@ -255,7 +255,7 @@ class _DecisionTransformerBase(AlgorithmConfig):
         def forward(params, batch):
             """One acting step per row (`obs` `[N, 1, obs_dim]`, the context in
             `state_in`): the context moves on by the step, the output is read at it."""
-            s = batch["state_in"]
+            s = jax.tree_util.tree_map(jnp.asarray, batch["state_in"])
             N = s["n"].shape[0]
             o = jnp.asarray(batch["obs"]).reshape(N, obs_dim).astype(jnp.float32)
             prev_a, prev_r = o[:, obs_dim - act_dim - 1:obs_dim - 1], o[:, -1]
