@@ -33,6 +33,7 @@ CASE_TRAINING = {
     # each phase of a phased learner within the tests' 3 steps (skipped optimizer updates)
     "bcq-box": {"n_action_samples": 3, "rl_start_step": 1},
     "plas-box": {"warmup_steps": 1},
+    "bear-box": {"warmup_steps": 1, "n_action_samples": 3, "n_target_samples": 3},
     "plas_with_perturbation-box": {"warmup_steps": 1},
     # the return acting conditions on has no default; a small transformer
     "decision_transformer-box": {"target_return": -200.0, "context_size": 4, "num_layers": 1,
