@@ -35,10 +35,12 @@ CASE_TRAINING = {
     "plas-box": {"warmup_steps": 1},
     "bear-box": {"warmup_steps": 1, "n_action_samples": 3, "n_target_samples": 3},
     "plas_with_perturbation-box": {"warmup_steps": 1},
-    # the return acting conditions on has no default; a small transformer
+    # the return acting conditions on has no default; a small transformer. Discrete: contexts
+    # of 1 step, so a streamed epoch holds as many rows as flat ones (padded sequences count
+    # whole), which the stream-resume test's epoch boundary needs
     "decision_transformer-box": {"target_return": -200.0, "context_size": 4, "num_layers": 1,
                                  "num_heads": 2},
-    "discrete_decision_transformer-discrete": {"target_return": 100.0, "context_size": 4,
+    "discrete_decision_transformer-discrete": {"target_return": 100.0, "context_size": 1,
                                                "num_layers": 1, "num_heads": 2},
 }
 

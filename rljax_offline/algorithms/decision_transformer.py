@@ -169,8 +169,19 @@ class _DecisionTransformerBase(AlgorithmConfig):
 
     def learner_connector_pieces(self, spaces) -> list:
         # the previous step's action and reward in each observation (both pipelines): what
-        # acting reads to carry its context and its return-to-go
-        return [*super().learner_connector_pieces(spaces), prev_actions_rewards(1, 1)]
+        # acting reads to carry its context and its return-to-go. Streamed episodes may not
+        # carry their spaces: those the user's pieces give are given to the piece.
+        piece, user = prev_actions_rewards(1, 1), super().learner_connector_pieces(spaces)
+        given = pipeline(*user).out_spaces(spaces) if user else spaces
+
+        def apply(state, episodes, batch, ctx):
+            if episodes.action_space_spec is None:
+                episodes = episodes.replace(action_space_spec=given.action)
+            if episodes.observation_space_spec is None:
+                episodes = episodes.replace(observation_space_spec=given.observation)
+            return piece.apply(state, episodes, batch, ctx)
+
+        return [*user, piece._replace(apply=apply)]
 
     def _optimizer(self) -> optax.GradientTransformation:
         adam = optax.adam(self.lr)
