@@ -22,7 +22,7 @@ import d3rlpy
 import torch
 import gymnasium as gym
 import numpy as np
-from _paired_eval import paired_returns
+from _paired_eval import paired_returns, paired_returns_in_context
 
 ALGOS = {
     "DiscreteBC": d3rlpy.algos.DiscreteBCConfig,
@@ -38,6 +38,9 @@ ALGOS = {
     "BCQ": d3rlpy.algos.BCQConfig,
     "DiscreteBCQ": d3rlpy.algos.DiscreteBCQConfig,
     "PLAS": d3rlpy.algos.PLASConfig,
+    "BEAR": d3rlpy.algos.BEARConfig,
+    "DecisionTransformer": d3rlpy.algos.DecisionTransformerConfig,
+    "DiscreteDecisionTransformer": d3rlpy.algos.DiscreteDecisionTransformerConfig,
 }
 # Encoders away from d3rlpy's default 256-256 where the algorithm's paper (and d3rlpy's own
 # reproduction script) uses others, so both libraries run the same networks: ReBRAC's three
@@ -73,6 +76,51 @@ def flax_draw(algo, dataset) -> None:
                 getattr(modules, target).load_state_dict(getattr(modules, online).state_dict())
 
 
+TRANSFORMERS = ("DecisionTransformer", "DiscreteDecisionTransformer")
+
+
+def transformer_wrapper(algo, target_return: float):
+    """d3rlpy's stateful acting wrapper, greedy (the comparison's evaluations are greedy;
+    d3rlpy's default for Discrete actions samples)."""
+    sampler = (d3rlpy.algos.GreedyTransformerActionSampler()
+               if algo.get_action_type() == d3rlpy.ActionSpace.DISCRETE else None)
+    return algo.as_stateful_wrapper(target_return=target_return, action_sampler=sampler)
+
+
+def transformer_returns(env_id: str, algo, target_return: float, episodes: int,
+                        base: int | None = None) -> list[float]:
+    wrapper = transformer_wrapper(algo, target_return)
+    kwargs = {} if base is None else {"base": base}
+    return paired_returns_in_context(
+        env_id, wrapper.reset,
+        lambda obs, reward: np.asarray(wrapper.predict(obs[0], reward))[None], episodes,
+        **kwargs)
+
+
+def fit_transformer(algo, dataset, env, args, per_eval: int) -> None:
+    """Decision Transformer's fit (no evaluators there): each part fitted, timed, then
+    evaluated with its stateful wrapper on `--eval-episodes` episodes."""
+    if args.target_return is None:
+        raise SystemExit("--target-return is needed for a Decision Transformer")
+    step_s, returns = [], []
+    t0 = time.perf_counter()
+    for part in range(args.evals):
+        t = time.perf_counter()
+        algo.fit(dataset, n_steps=per_eval, n_steps_per_epoch=per_eval, show_progress=False,
+                 save_interval=10**9, with_timestamp=False,
+                 logger_adapter=d3rlpy.logging.NoopAdapterFactory())
+        step_s.append((time.perf_counter() - t) / per_eval)
+        returns.append(float(np.mean(transformer_returns(
+            args.env, algo, args.target_return, args.eval_episodes, base=1000 * (part + 1)))))
+    wall = time.perf_counter() - t0
+    final = transformer_returns(args.env, algo, args.target_return, args.final_episodes)
+    print(json.dumps({
+        "library": f"d3rlpy {d3rlpy.__version__}", "algo": args.algo, "set": args.set,
+        "batch_size": algo.config.batch_size, "updates": per_eval * args.evals,
+        "step_s_per_part": step_s, "wall_s": wall, "returns": returns,
+        "final_returns": final}))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
@@ -91,6 +139,8 @@ def main():
     ap.add_argument("--set", action="append", default=[], metavar="NAME=JSON",
                     help="a config field away from d3rlpy's default, for a diagnosis "
                          "(e.g. target_update_interval=1000); the comparison uses none")
+    ap.add_argument("--target-return", type=float,
+                    help="Decision Transformer: the return it acts towards")
     args = ap.parse_args()
     d3rlpy.seed(args.seed)
     data = np.load(args.data)
@@ -120,6 +170,8 @@ def main():
     if args.init == "flax":
         flax_draw(algo, dataset)
     per_eval = max(args.updates // args.evals, 1)
+    if args.algo in TRANSFORMERS:
+        return fit_transformer(algo, dataset, env, args, per_eval)
     t0 = time.perf_counter()
     history = algo.fit(
         dataset, n_steps=per_eval * args.evals, n_steps_per_epoch=per_eval,

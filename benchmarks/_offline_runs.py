@@ -43,7 +43,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from _paired_eval import paired_returns
+from _paired_eval import paired_returns, paired_returns_in_context
 
 from rljax_offline.data import read_episodes
 from rljax_offline.ope.data import raw_columns
@@ -53,7 +53,10 @@ CACHE = os.path.join(tempfile.gettempdir(), "rljax_offline_bench")
 # d3rlpy 2.8's default batch sizes: ours runs with the same, so an update is the same work.
 D3RLPY_BATCH = {"DiscreteBC": 100, "BC": 100, "DiscreteCQL": 32, "CQL": 256, "IQL": 256,
                 "TD3PlusBC": 256, "AWAC": 1024, "CRR": 100, "ReBRAC": 1024, "CalQL": 256,
-                "BCQ": 100, "DiscreteBCQ": 32, "PLAS": 100}
+                "BCQ": 100, "DiscreteBCQ": 32, "PLAS": 100, "BEAR": 256,
+                # sequences on d3rlpy's side, timesteps on ours: each side at its default
+                # (ours: d3rlpy's 64 / 128 sequences of context_size 20)
+                "DecisionTransformer": None, "DiscreteDecisionTransformer": None}
 LEVEL_EVALS = 3  # a run's level: the mean of its last evaluations
 
 
@@ -131,8 +134,9 @@ def run_ours(data: str, env_id: str, config, updates: int, seed: int, *, evals: 
             step_s.append(result["learners"]["__all_modules__"]["learner_update_timer"])
             returns.append(float(result["evaluation"]["env_runners"]["episode_return_mean"]))
         wall_s = time.perf_counter() - t0
-        final = paired_returns(env_id, lambda obs: algo.compute_actions(obs, explore=False),
-                               final_episodes)
+        final = (_in_context(algo, env_id, final_episodes) if algo.is_stateful else
+                 paired_returns(env_id, lambda obs: algo.compute_actions(obs, explore=False),
+                                final_episodes))
     finally:
         algo.stop()
     return {"library": "rljax_offline", "algo": config.algo_name, "seed": seed,
@@ -140,6 +144,26 @@ def run_ours(data: str, env_id: str, config, updates: int, seed: int, *, evals: 
             "updates": [per_part * (i + 1) for i in range(evals)], "returns": returns,
             "step_s_per_part": step_s, "updates_per_s": updates_per_s(step_s),
             "wall_s": wall_s, **({"final_returns": final} if final else {})}
+
+
+def _in_context(algo, env_id: str, episodes: int) -> list[float]:
+    """The paired final evaluation of a policy that carries a state (Decision Transformer's
+    context): our actor, one env, driven step by step on `_paired_eval`'s episodes."""
+    actor = algo.actor(explore=False)
+    first = [True]
+
+    def start():
+        first[0] = True
+
+    def act(obs, reward):
+        if first[0]:
+            actor.reset(obs, algo.config.seed)
+            first[0] = False
+        else:
+            actor.observe(np.array([reward], np.float32), obs, np.zeros(1, bool))
+        return actor.select()[0]
+
+    return paired_returns_in_context(env_id, start, act, episodes)
 
 
 # ---------------------------------------------------------------------------- d3rlpy
@@ -168,18 +192,21 @@ def transitions_npz(data: str) -> str:
 def run_d3rlpy(python: str, data: str, env_id: str, algo: str, updates: int, seed: int, *,
                evals: int = 10, eval_episodes: int = 10, batch_size: int | None = None,
                threads: int = 1, overrides: dict | None = None, final_episodes: int = 0,
-               init: str = "torch") -> dict:
+               init: str = "torch", target_return: float | None = None) -> dict:
     """d3rlpy's `algo` (a key of `D3RLPY_BATCH`) at its defaults on the same episodes, in the
     interpreter `python`, evaluated greedily after each part. `threads`: torch's threads
     (0: torch's default; on this shared 2-core CPU its default ran BC at 7.9 updates/s, one
     thread at ~250). `overrides`: config fields away from d3rlpy's defaults, for a diagnosis
-    only; `init="flax"` draws its layers as flax does (a diagnosis too)."""
+    only; `init="flax"` draws its layers as flax does (a diagnosis too). `target_return`:
+    what a Decision Transformer acts towards (ours: its config's)."""
     cmd = [python, WORKER, "--data", transitions_npz(data), "--algo", algo, "--env", env_id,
            "--updates", str(updates), "--evals", str(evals),
            "--eval-episodes", str(eval_episodes), "--seed", str(seed),
            "--final-episodes", str(final_episodes), "--init", init]
     if batch_size is not None:
         cmd += ["--batch-size", str(batch_size)]
+    if target_return is not None:
+        cmd += ["--target-return", str(target_return)]
     for name, value in (overrides or {}).items():
         cmd += ["--set", f"{name}={json.dumps(value)}"]
     env = dict(os.environ)

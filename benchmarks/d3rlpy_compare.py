@@ -56,8 +56,13 @@ from _offline_runs import (
 from rljax_offline import BCConfig, CQLConfig, IQLConfig
 from rljax_offline.algorithms.awac import AWACConfig
 from rljax_offline.algorithms.bcq import BCQConfig
+from rljax_offline.algorithms.bear import BEARConfig
 from rljax_offline.algorithms.cal_ql import CalQLConfig
 from rljax_offline.algorithms.crr import CRRConfig
+from rljax_offline.algorithms.decision_transformer import (
+    DecisionTransformerConfig,
+    DiscreteDecisionTransformerConfig,
+)
 from rljax_offline.algorithms.discrete_bcq import DiscreteBCQConfig
 from rljax_offline.algorithms.plas import PLASConfig
 from rljax_offline.algorithms.rebrac import ReBRACConfig
@@ -100,6 +105,15 @@ CASES = {
     # PLAS's default warm-up (500,000 VAE updates) is longer than a run: 5,000 on both sides.
     "plas-pendulum": Case("pendulum-mixed", "PLAS", PLASConfig().training(warmup_steps=5000),
                           20000, d3rlpy_overrides={"warmup_steps": 5000}),
+    # BEAR's default warm-up (40,000 MMD-only actor updates) is longer than a run: 5,000.
+    "bear-pendulum": Case("pendulum-mixed", "BEAR", BEARConfig().training(warmup_steps=5000),
+                          20000, d3rlpy_overrides={"warmup_steps": 5000}),
+    # Decision Transformer: the return to act towards has no default (the expert's level).
+    "dt-pendulum": Case("pendulum-mixed", "DecisionTransformer",
+                        DecisionTransformerConfig().training(target_return=-150.0), 20000),
+    "discrete-dt-cartpole": Case("cartpole-mixed", "DiscreteDecisionTransformer",
+                                 DiscreteDecisionTransformerConfig().training(
+                                     target_return=500.0), 20000),
 }
 
 
@@ -173,7 +187,8 @@ def run_case(name: str, python: str, seeds: list[int], updates: int | None, eval
                           python, data, env_id, case.d3rlpy_algo, n, seed, evals=evals,
                           eval_episodes=eval_episodes, batch_size=batch, threads=threads,
                           final_episodes=final_episodes, init=case.d3rlpy_init,
-                          overrides=case.d3rlpy_overrides))
+                          overrides=case.d3rlpy_overrides,
+                          target_return=getattr(case.ours, "target_return", None)))
             theirs += [h] if h else []
             print(json.dumps({"case": name, **(h or {"missing": f"d3rlpy seed {seed}"})}),
                   flush=True)

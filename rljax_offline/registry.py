@@ -34,6 +34,11 @@ _BUILTIN = {
     "discrete_bcq": "rljax_offline.algorithms.discrete_bcq:DiscreteBCQConfig",
     "plas": "rljax_offline.algorithms.plas:PLASConfig",
     "plas_with_perturbation": "rljax_offline.algorithms.plas:PLASWithPerturbationConfig",
+    "bear": "rljax_offline.algorithms.bear:BEARConfig",
+    "decision_transformer":
+        "rljax_offline.algorithms.decision_transformer:DecisionTransformerConfig",
+    "discrete_decision_transformer":
+        "rljax_offline.algorithms.decision_transformer:DiscreteDecisionTransformerConfig",
 }
 _REGISTERED: dict[str, type] = {}
 

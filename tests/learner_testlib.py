@@ -33,7 +33,15 @@ CASE_TRAINING = {
     # each phase of a phased learner within the tests' 3 steps (skipped optimizer updates)
     "bcq-box": {"n_action_samples": 3, "rl_start_step": 1},
     "plas-box": {"warmup_steps": 1},
+    "bear-box": {"warmup_steps": 1, "n_action_samples": 3, "n_target_samples": 3},
     "plas_with_perturbation-box": {"warmup_steps": 1},
+    # the return acting conditions on has no default; a small transformer. Discrete: contexts
+    # of 1 step, so a streamed epoch holds as many rows as flat ones (padded sequences count
+    # whole), which the stream-resume test's epoch boundary needs
+    "decision_transformer-box": {"target_return": -200.0, "context_size": 4, "num_layers": 1,
+                                 "num_heads": 2},
+    "discrete_decision_transformer-discrete": {"target_return": 100.0, "context_size": 1,
+                                               "num_layers": 1, "num_heads": 2},
 }
 
 
@@ -112,6 +120,7 @@ def random_columns(columns, obs_space, act_space, n, seed=0):
         "value_targets": lambda: (10 * rng.random(n)).astype(np.float32),
         "vf_preds": lambda: (10 * rng.random(n)).astype(np.float32),
         "n_step": lambda: rng.integers(1, 4, n).astype(np.int32),
+        "timesteps": lambda: rng.integers(0, 300, n).astype(np.int32),
     }
     missing = [c for c in columns if c not in makers]
     assert not missing, f"learner_testlib has no random maker for columns {missing}"

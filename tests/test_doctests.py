@@ -80,7 +80,8 @@ def _ppo_checkpoint(ns: dict) -> None:
 
 # The zoo's configs: each example trains on recorded Pendulum episodes.
 ZOO = ("awac.AWACConfig", "cal_ql.CalQLConfig", "crr.CRRConfig", "edac.EDACConfig",
-       "rebrac.ReBRACConfig", "bcq.BCQConfig", "plas.PLASConfig")
+       "rebrac.ReBRACConfig", "bcq.BCQConfig", "plas.PLASConfig", "bear.BEARConfig",
+       "decision_transformer.DecisionTransformerConfig")
 
 # docstring name -> what its examples take as given.
 SETUP = {
@@ -99,6 +100,8 @@ SETUP = {
         lambda ns: _record("data/cartpole_mixed", flip_prob=0.3),
     "rljax_offline.algorithms.cql.CQLConfig":
         lambda ns: _record("data/pendulum_mixed", "Pendulum-v1", 3),
+    "rljax_offline.algorithms.decision_transformer.DiscreteDecisionTransformerConfig":
+        lambda ns: _record("data/cartpole"),
     "rljax_offline.algorithms.td3_bc.TD3BCConfig":
         lambda ns: _record("data/pendulum_mixed", "Pendulum-v1", 3),
     **{f"rljax_offline.algorithms.{m}": lambda ns: _record("data/pendulum_mixed",
@@ -109,6 +112,7 @@ SETUP = {
 SLOW = {"rljax_offline.algorithms.ppo.config.PPOConfig",
         "rljax_offline.algorithms.td3_bc.TD3BCConfig", "rljax_offline.algorithms.iql.IQLConfig",
         "rljax_offline.apps.reporting", "rljax_offline.algorithms.discrete_bcq.DiscreteBCQConfig",
+        "rljax_offline.algorithms.decision_transformer.DiscreteDecisionTransformerConfig",
         *(f"rljax_offline.algorithms.{m}" for m in ZOO)}
 # Too long for the suite's 10 minutes (they passed when run): RLJAX_DOCTESTS_ALL=1 runs them.
 OPT_IN = {"rljax_offline.ope.api": "35 s: FQE's 8,000 updates for two estimators",

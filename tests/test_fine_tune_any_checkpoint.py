@@ -23,7 +23,8 @@ CAN_START = {("cql", "CartPole-v1"): False, ("cql", "Pendulum-v1"): False,
              ("bcq", "Pendulum-v1"): False,  # a perturbation of its VAE's actions
              ("discrete_bcq", "CartPole-v1"): False,  # Q-greedy
              ("plas", "Pendulum-v1"): False,  # a deterministic latent actor
-             ("plas_with_perturbation", "Pendulum-v1"): False}
+             ("plas_with_perturbation", "Pendulum-v1"): False,
+             ("bear", "Pendulum-v1"): False}  # candidates drawn from a squashed actor
 
 
 @pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1"])
