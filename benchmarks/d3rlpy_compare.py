@@ -87,6 +87,10 @@ CASES = {
         TD3BCConfig().rl_module(model_config={k: None for k in TORCH_DEFAULT}), 20000,
         d3rlpy_init="flax"),
     "cql-pendulum": Case("pendulum-mixed", "CQL", CQLConfig(), 6000),
+    # Issue 38: an expert-heavy Pendulum mix (a quarter each: expert, expert + N(0, 0.5),
+    # expert + N(0, 1.5), random), where both libraries get near the expert.
+    "td3bc-pendulum-expert": Case("pendulum-expert-heavy", "TD3PlusBC", TD3BCConfig(), 20000),
+    "iql-pendulum-expert": Case("pendulum-expert-heavy", "IQL", IQLConfig(), 20000),
     "bc-cartpole": Case("cartpole-mixed", "DiscreteBC", BCConfig(), 20000),
     "bc-pendulum": Case("pendulum-mixed", "BC", BCConfig(), 20000),
     "iql-cartpole": Case("cartpole-mixed", "IQL", IQLConfig(), 20000),
