@@ -42,11 +42,11 @@ import os
 import sys
 from typing import NamedTuple
 
-import numpy as np
 
 from _offline_runs import (
     CACHE,
     D3RLPY_BATCH,
+    paired_difference,
     plot_runs,
     run_d3rlpy,
     run_ours,
@@ -197,22 +197,6 @@ def run_case(name: str, python: str, seeds: list[int], updates: int | None, eval
     row.update(paired_difference(ours, theirs))
     print(json.dumps({"summary": row}), flush=True)
     return row
-
-
-def paired_difference(ours: list[dict], theirs: list[dict]) -> dict:
-    """Ours - d3rlpy on the paired final evaluation: the difference of the two sides' means
-    over seeds of each run's mean final return, and its standard error from the seeds' spread
-    on each side (Welch's). Every run is evaluated on the same start states, so their spread
-    is not in the difference: what is left is the seeds'. Empty when a run has no final
-    evaluation or the episode counts differ."""
-    runs = ours + theirs
-    n = {len(h.get("final_returns") or ()) for h in runs}
-    if len(n) != 1 or 0 in n:
-        return {}
-    per_seed = [np.array([np.mean(h["final_returns"]) for h in hs]) for hs in (ours, theirs)]
-    var = [x.var(ddof=1) / len(x) if len(x) > 1 else np.nan for x in per_seed]
-    return {"final_diff": float(per_seed[0].mean() - per_seed[1].mean()),
-            "final_diff_se": float(np.sqrt(sum(var))), "final_episodes": n.pop()}
 
 
 def main():
