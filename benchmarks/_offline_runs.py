@@ -109,6 +109,22 @@ def summary(histories: list[dict], normalize: Callable | None = None) -> dict:
 # ---------------------------------------------------------------------------- ours
 
 
+def paired_difference(ours: list[dict], theirs: list[dict]) -> dict:
+    """Ours - d3rlpy on the paired final evaluation: the difference of the two sides' means
+    over seeds of each run's mean final return, and its standard error from the seeds' spread
+    on each side (Welch's). Every run is evaluated on the same start states, so their spread
+    is not in the difference: what is left is the seeds'. Empty when a run has no final
+    evaluation or the episode counts differ."""
+    runs = ours + theirs
+    n = {len(h.get("final_returns") or ()) for h in runs}
+    if len(n) != 1 or 0 in n:
+        return {}
+    per_seed = [np.array([np.mean(h["final_returns"]) for h in hs]) for hs in (ours, theirs)]
+    var = [x.var(ddof=1) / len(x) if len(x) > 1 else np.nan for x in per_seed]
+    return {"final_diff": float(per_seed[0].mean() - per_seed[1].mean()),
+            "final_diff_se": float(np.sqrt(sum(var))), "final_episodes": n.pop()}
+
+
 def run_ours(data: str, env_id: str, config, updates: int, seed: int, *, evals: int = 10,
              eval_episodes: int = 10, batch_size: int | None = None,
              final_episodes: int = 0) -> dict:

@@ -42,11 +42,11 @@ import os
 import sys
 from typing import NamedTuple
 
-import numpy as np
 
 from _offline_runs import (
     CACHE,
     D3RLPY_BATCH,
+    paired_difference,
     plot_runs,
     run_d3rlpy,
     run_ours,
@@ -92,6 +92,10 @@ CASES = {
         TD3BCConfig().rl_module(model_config={k: None for k in TORCH_DEFAULT}), 20000,
         d3rlpy_init="flax"),
     "cql-pendulum": Case("pendulum-mixed", "CQL", CQLConfig(), 6000),
+    # Issue 38: an expert-heavy Pendulum mix (a quarter each: expert, expert + N(0, 0.5),
+    # expert + N(0, 1.5), random), where both libraries get near the expert.
+    "td3bc-pendulum-expert": Case("pendulum-expert-heavy", "TD3PlusBC", TD3BCConfig(), 20000),
+    "iql-pendulum-expert": Case("pendulum-expert-heavy", "IQL", IQLConfig(), 20000),
     "bc-cartpole": Case("cartpole-mixed", "DiscreteBC", BCConfig(), 20000),
     "bc-pendulum": Case("pendulum-mixed", "BC", BCConfig(), 20000),
     "iql-cartpole": Case("cartpole-mixed", "IQL", IQLConfig(), 20000),
@@ -208,22 +212,6 @@ def run_case(name: str, python: str, seeds: list[int], updates: int | None, eval
     row.update(paired_difference(ours, theirs))
     print(json.dumps({"summary": row}), flush=True)
     return row
-
-
-def paired_difference(ours: list[dict], theirs: list[dict]) -> dict:
-    """Ours - d3rlpy on the paired final evaluation: the difference of the two sides' means
-    over seeds of each run's mean final return, and its standard error from the seeds' spread
-    on each side (Welch's). Every run is evaluated on the same start states, so their spread
-    is not in the difference: what is left is the seeds'. Empty when a run has no final
-    evaluation or the episode counts differ."""
-    runs = ours + theirs
-    n = {len(h.get("final_returns") or ()) for h in runs}
-    if len(n) != 1 or 0 in n:
-        return {}
-    per_seed = [np.array([np.mean(h["final_returns"]) for h in hs]) for hs in (ours, theirs)]
-    var = [x.var(ddof=1) / len(x) if len(x) > 1 else np.nan for x in per_seed]
-    return {"final_diff": float(per_seed[0].mean() - per_seed[1].mean()),
-            "final_diff_se": float(np.sqrt(sum(var))), "final_episodes": n.pop()}
 
 
 def main():

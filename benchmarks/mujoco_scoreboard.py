@@ -26,7 +26,15 @@ import argparse
 import json
 import os
 
-from _offline_runs import CACHE, D3RLPY_BATCH, plot_runs, run_d3rlpy, run_ours, summary
+from _offline_runs import (
+    CACHE,
+    D3RLPY_BATCH,
+    paired_difference,
+    plot_runs,
+    run_d3rlpy,
+    run_ours,
+    summary,
+)
 
 from rljax_offline.algorithms.registry import config_class
 from rljax_offline.apps.mujoco_datasets import normalized_score, read_meta, recipe
@@ -65,7 +73,7 @@ def cached_run(out: str, key: str, fn, *args, **kwargs) -> dict | None:
     return history
 
 
-def row(name: str, algo: str, ours: dict, theirs: dict | None) -> str:
+def row(name: str, algo: str, ours: dict, theirs: dict | None, paired: str = "-") -> str:
     def cell(s):
         if not s:
             return "-"
@@ -76,7 +84,18 @@ def row(name: str, algo: str, ours: dict, theirs: dict | None) -> str:
         speed += (f" vs {theirs['updates_per_s']:.0f} "
                   f"({ours['updates_per_s'] / theirs['updates_per_s']:.2f}x)")
     return (f"| {name} | {algo} | {ours['updates']} | {cell(ours)} | {cell(theirs)} | "
-            f"{speed} |")
+            f"{paired} | {speed} |")
+
+
+def paired_cell(ours: list[dict], theirs: list[dict], norm) -> str:
+    """Ours - d3rlpy on the paired final evaluation (`_paired_eval`'s start states), in the
+    table's units (`norm` is affine: a difference scales by its slope), +- its standard
+    error over seeds; "-" when a side has no final evaluation."""
+    d = paired_difference(ours, theirs) if theirs else {}
+    if not d:
+        return "-"
+    slope = norm(1.0) - norm(0.0)
+    return f"{d['final_diff'] * slope:+.1f} +- {d['final_diff_se'] * slope:.1f}"
 
 
 def main():
@@ -91,6 +110,9 @@ def main():
                     help="CQL's updates (about 20/s at batch 256 on this CPU)")
     ap.add_argument("--evals", type=int, default=10, help="evaluations per run")
     ap.add_argument("--eval-episodes", type=int, default=5)
+    ap.add_argument("--final-episodes", type=int, default=0,
+                    help="then each final policy on _paired_eval's episodes (the same start "
+                         "states for both libraries: the paired column)")
     ap.add_argument("--d3rlpy-python", help="interpreter with d3rlpy 2.8 installed")
     ap.add_argument("--d3rlpy-threads", type=int, default=1,
                     help="torch's threads in d3rlpy's interpreter (OMP_NUM_THREADS; 0: torch's "
@@ -116,7 +138,7 @@ def main():
         d3 = D3RLPY_NAME[algo]
         updates = args.cql_updates if algo == "cql" else args.updates
         common = dict(evals=args.evals, eval_episodes=args.eval_episodes,
-                      batch_size=D3RLPY_BATCH[d3])
+                      batch_size=D3RLPY_BATCH[d3], final_episodes=args.final_episodes)
         env_id = recipe(name).env_id
         if library == "ours":
             return cached_run(args.runs, f"{name}-ours-{algo}-{updates}-s{seed}",
@@ -135,7 +157,8 @@ def main():
                     for algo in algos if library == "ours" else d3rlpy_algos:
                         history(library, name, algo, seed, True)
     lines = ["| data set | algorithm | updates | ours (normalized level) | d3rlpy 2.8.1 | "
-             "updates/s ours vs d3rlpy |", "|---|---|---|---|---|---|"]
+             "ours - d3rlpy, paired final | updates/s ours vs d3rlpy |",
+             "|---|---|---|---|---|---|---|"]
     for name in names:
         meta = read_meta(paths[name])
         norm = lambda r, m=meta: float(normalized_score(r, m))  # noqa: E731
@@ -155,14 +178,15 @@ def main():
             s_theirs = summary(found["d3rlpy"], norm) if found.get("d3rlpy") else None
             print(json.dumps({"dataset": name, "algo": algo, "ours": s_ours,
                               "d3rlpy": s_theirs}), flush=True)
-            lines.append(row(name, algo, s_ours, s_theirs))
+            lines.append(row(name, algo, s_ours, s_theirs,
+                             paired_cell(found["ours"], found.get("d3rlpy"), norm)))
         if not runs:
             continue
         plot_runs(runs, os.path.join(args.out, f"{name}.png"), normalize=norm,
                   title=f"{name}, {meta['num_steps']} steps (0 random, 100 expert "
                         f"= {meta['ref_max_score']:.0f})")
         lines.append(f"| {name} | (the data's mean return) | | {norm(meta['return_mean']):.1f} "
-                     "| | |")
+                     "| | | |")
     table = "\n".join(lines)
     print(table)
     with open(os.path.join(args.out, "scoreboard.md"), "w") as f:

@@ -126,3 +126,46 @@ def test_resume_is_exact(tmp_path, recipe, episodes):
               .learners(num_devices=2 if env == "CartPole-v1" else 1)
               .evaluation(evaluation_interval=0))
     assert_resume_is_exact(config, tmp_path)
+
+
+def test_tanh_mean_actor_is_d3rlpys_gaussian_around_tanh_mean():
+    """`actor_tanh_mean`: N(tanh(mean), std) in the unit box, one learned log-std per action
+    dimension (sigmoid into [-5, 2], -1.5 at the start), no tanh Jacobian in logp, so data
+    actions on the bounds have a finite log-probability; greedy is tanh(mean) in env units."""
+    box = gym.spaces.Box(-2.0, 2.0, (2,), np.float32)
+    spec = spec_of(IQLConfig().training(actor_tanh_mean=True).rl_module(model_config=SMALL),
+                   OBS, box)
+    dist, policy = spec.acting.dist, spec.acting.policy
+    params = policy.init(jax.random.PRNGKey(0))
+    assert set(params) == {"net", "log_std"} and params["log_std"].shape == (2,)
+    obs = np.array([[0.5, -0.5], [0.1, 0.9]], np.float32)
+    inputs = policy.apply(params, obs)
+    mean, log_std = np.split(np.asarray(inputs), 2, axis=-1)
+    np.testing.assert_allclose(log_std, -1.5, atol=1e-6)  # the same for every state
+    np.testing.assert_allclose(np.asarray(dist.greedy(inputs)), 2.0 * np.tanh(mean), rtol=1e-6)
+    on_bound = np.array([[2.0, -2.0], [2.0, 2.0]], np.float32)
+    unit = on_bound / 2.0
+    expected = np.sum(-0.5 * ((unit - np.tanh(mean)) / np.exp(-1.5)) ** 2 + 1.5
+                      - 0.5 * np.log(2 * np.pi), axis=-1)
+    np.testing.assert_allclose(np.asarray(dist.logp(inputs, on_bound)), expected, rtol=1e-5)
+    samples = np.asarray(dist.sample(inputs, jax.random.PRNGKey(1)))
+    assert samples.shape == (2, 2) and np.all(np.abs(samples) <= 2.0)
+
+
+def test_tanh_mean_actor_learns_its_std_and_is_feed_forward_only():
+    box = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    config = IQLConfig().training(actor_tanh_mean=True).rl_module(model_config=SMALL)
+    spec = spec_of(config, OBS, box)
+    rng = np.random.default_rng(0)
+    batch = {"obs": rng.uniform(-1, 1, (N, 2)).astype(np.float32),
+             "actions": np.clip(rng.normal(0.0, 0.05, (N, 1)), -1, 1).astype(np.float32),
+             "rewards": np.ones(N, np.float32),
+             "new_obs": rng.uniform(-1, 1, (N, 2)).astype(np.float32),
+             "terminateds": np.zeros(N, bool), "loss_mask": np.ones(N, np.float32)}
+    (start, _), (later, _) = run_updates(spec, batch, 0, 30)
+    # Actions spread 0.05 around 0 (where the mean starts): the likelihood pulls the std
+    # down from e^-1.5.
+    assert float(later.params["policy"]["log_std"][0]) < float(
+        start.params["policy"]["log_std"][0])
+    with pytest.raises(ConfigError, match="feed-forward only"):
+        spec_of(config.rl_module(model_config={"use_lstm": True}), OBS, box)

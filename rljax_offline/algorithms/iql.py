@@ -10,9 +10,10 @@ IQL never queries Q on actions outside the data. Three losses, each on data acti
 * actor (`policy`): advantage-weighted regression,
   `-min(exp(beta * (Q_target(s, a) - V(s))), 100) * logp(a | s)`.
 
-Box actions use the tanh-squashed Gaussian actor of RLlib's IQL module (`squashed=False` in
-`actor_squashed` gives d3rlpy's plain Gaussian); Discrete actions a categorical policy over the
-Q networks' per-action outputs. Target Q networks follow `tau` every
+Box actions use the tanh-squashed Gaussian actor of RLlib's IQL module (`actor_squashed=False`
+gives RLlib's plain Gaussian; `actor_tanh_mean=True` the paper's and d3rlpy's actor, a Gaussian
+around `tanh(mean)` in the unit box with a state-independent std); Discrete actions a
+categorical policy over the Q networks' per-action outputs. Target Q networks follow `tau` every
 `target_network_update_freq` updates.
 
 Defaults: the paper's (and d3rlpy's, CORL's) `beta=3.0`, `expectile=0.7`, `tau=0.005`, not
@@ -65,7 +66,7 @@ from rljax_offline.learning.spec import (
     LearningSpec,
     Loss,
 )
-from rljax_offline.models.actor_and_q import actor, check_bounded, q_ensemble
+from rljax_offline.models.actor_and_q import actor, check_bounded, q_ensemble, tanh_mean_actor
 from rljax_offline.models.networks import value_network
 from rljax_offline.models.recurrent import step_rows
 
@@ -108,7 +109,11 @@ class IQLConfig(AlgorithmConfig):
                                              "updates between target updates (0: every one)")
     actor_squashed: bool = option(True, "training", boolean,
                                   "Box: tanh-squashed Gaussian actor (RLlib); False: plain "
-                                  "Gaussian (d3rlpy)")
+                                  "Gaussian")
+    actor_tanh_mean: bool = option(False, "training", boolean,
+                                   "Box: the paper's and d3rlpy's actor instead, a Gaussian "
+                                   "around tanh(mean) in the unit box with a state-independent "
+                                   "std in [e^-5, e^2] (overrides actor_squashed)")
 
     def validate(self) -> None:
         super().validate()
@@ -118,15 +123,17 @@ class IQLConfig(AlgorithmConfig):
 
     def check_spaces(self, obs_spec, act_spec) -> None:
         super().check_spaces(obs_spec, act_spec)
-        if isinstance(act_spec, sp.BoxSpec) and self.actor_squashed:
-            check_bounded(act_spec, "IQLConfig with actor_squashed=True")
+        if isinstance(act_spec, sp.BoxSpec) and (self.actor_squashed or self.actor_tanh_mean):
+            check_bounded(act_spec, "IQLConfig with actor_squashed or actor_tanh_mean")
 
     def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
         self.check_spaces(obs_spec, act_spec)
-        policy = actor(obs_spec, act_spec, self.model_config, squashed=self.actor_squashed)
+        discrete = isinstance(act_spec, sp.DiscreteSpec)
+        tanh_mean = self.actor_tanh_mean and not discrete
+        policy = (tanh_mean_actor(obs_spec, act_spec, self.model_config) if tanh_mean else
+                  actor(obs_spec, act_spec, self.model_config, squashed=self.actor_squashed))
         q = q_ensemble(obs_spec, act_spec, self.model_config, self.twin_q)
         value = value_network(obs_spec, self.model_config)
-        discrete = isinstance(act_spec, sp.DiscreteSpec)
         gamma, expectile, beta = self.gamma, self.expectile, self.beta
         twin_weight = 0.5 if self.twin_q else 1.0
 
@@ -183,5 +190,6 @@ class IQLConfig(AlgorithmConfig):
                             dist=policy.dist, policy=policy)
         return AlgorithmSpec(learning, acting, DataSpec(
             columns=("obs", "actions", "rewards", "new_obs", "terminateds"),
-            learner_connector=((clip_actions_inside_bounds(),) if self.actor_squashed
+            learner_connector=((clip_actions_inside_bounds(margin=0.0),) if tanh_mean else
+                               (clip_actions_inside_bounds(),) if self.actor_squashed
                                else ())))

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from rljax_offline import spaces as sp
 from rljax_offline.errors import ConfigError
-from rljax_offline.models.distributions import squashed_gaussian
+from rljax_offline.models.distributions import squashed_gaussian, tanh_mean_gaussian
+from rljax_offline.models.module import policy_module
 from rljax_offline.models.networks import (
     Network,
     continuous_q_network,
@@ -37,6 +40,41 @@ def actor(obs_spec: Any, act_spec: Any, model_config: dict, *, squashed: bool = 
         check_bounded(act_spec, "a tanh-squashed actor")
         policy = policy._replace(dist=squashed_gaussian(act_spec))
     return policy
+
+
+def tanh_mean_actor(obs_spec: Any, act_spec: Any, model_config: dict, *,
+                    log_std_min: float = -5.0, log_std_max: float = 2.0) -> Policy:
+    """IQL's paper actor (d3rlpy's `NormalPolicy` with `use_std_parameter`): a Gaussian around
+    `tanh(mean(s))` in the unit box whose log-std is one learned parameter per action
+    dimension, not an output of the network: `log_std_min + sigmoid(w) * (log_std_max -
+    log_std_min)`, `w` starting at 0 (log-std -1.5 at the defaults). Params: `{"net": the
+    mean network's, "log_std": w}`. Feed-forward only.
+
+    Args:
+      obs_spec: the observation space's spec.
+      act_spec: the bounded Box action space's spec.
+      model_config: RLlib's model-config keys (`fcnet_hiddens`, `fcnet_activation`, the
+        initializer keys; not `use_lstm` / `use_gru`).
+      log_std_min: the smallest log-std.
+      log_std_max: the largest log-std.
+    """
+    check_bounded(act_spec, "the tanh-mean Gaussian actor")
+    if model_config.get("use_lstm") or model_config.get("use_gru"):
+        raise ConfigError("the tanh-mean Gaussian actor (state-independent std) is "
+                          "feed-forward only; unset use_lstm / use_gru")
+    net = make_policy(obs_spec, act_spec, **model_config)  # outputs concat(mean, log_std)
+    dist = tanh_mean_gaussian(act_spec, log_std_min, log_std_max)
+    dim = dist.dist_dim // 2
+
+    def init(rng):
+        return {"net": net.init(rng), "log_std": jnp.zeros((dim,), jnp.float32)}
+
+    def apply(params, obs):
+        mean = net.apply(params["net"], obs)[..., :dim]
+        log_std = log_std_min + jax.nn.sigmoid(params["log_std"]) * (log_std_max - log_std_min)
+        return jnp.concatenate([mean, jnp.broadcast_to(log_std, mean.shape)], axis=-1)
+
+    return policy_module(init, apply, dist, obs_spec=net.obs_spec, act_spec=net.act_spec)
 
 
 def check_bounded(act_spec: sp.BoxSpec, what: str) -> None:

@@ -184,6 +184,56 @@ def squashed_gaussian(spec: sp.BoxSpec, eps: float = 1e-6) -> Distribution:
         entropy=base.entropy, sample_and_logp=sample_and_logp, kind="squashed_gaussian")
 
 
+def tanh_mean_gaussian(spec: sp.BoxSpec, log_std_min: float = -5.0,
+                       log_std_max: float = 2.0) -> Distribution:
+    """A Gaussian around `tanh(mean)` in the unit box (IQL's paper code and d3rlpy's IQL actor).
+
+    `action_dist_inputs` are `concat(mean, log_std)`; the Gaussian `N(tanh(mean), std)` lives
+    in the unit box, `log_std` clipped to `[log_std_min, log_std_max]`. Data actions are
+    scaled to the unit box and clipped to it; `logp` is their plain Gaussian density there (no
+    tanh Jacobian, the constant bounds scaling left out), so actions on the bounds cost what
+    any other action does. Samples are clipped to the box; greedy is `tanh(mean)`.
+
+    Args:
+      spec: the bounded Box action space's spec.
+      log_std_min: the smallest log-std.
+      log_std_max: the largest log-std.
+    """
+    to_unit, from_unit = action_scaler(spec)
+    base = diag_gaussian(int(sp.flat_dim(spec)))
+    shape = tuple(spec.shape)
+
+    def split(inputs):
+        mean, log_std = jnp.split(inputs, 2, axis=-1)
+        return jnp.tanh(mean), jnp.clip(log_std, log_std_min, log_std_max)
+
+    def unit_logp(t, loc, log_std):
+        z = (t - loc) / jnp.exp(log_std)
+        return jnp.sum(-0.5 * z**2 - log_std - 0.5 * jnp.log(2 * jnp.pi), axis=-1)
+
+    def to_env(t):
+        return from_unit(t).reshape(*t.shape[:-1], *shape)
+
+    def logp(inputs, actions):
+        loc, log_std = split(inputs)
+        t = jnp.clip(to_unit(actions.reshape(loc.shape[0], -1)).reshape(loc.shape), -1.0, 1.0)
+        return unit_logp(t, loc, log_std)
+
+    def sample_and_logp(inputs, rng):
+        loc, log_std = split(inputs)
+        t = jnp.clip(loc + jnp.exp(log_std) * jax.random.normal(rng, loc.shape), -1.0, 1.0)
+        return to_env(t), unit_logp(t, loc, log_std)
+
+    def entropy(inputs):
+        return base.entropy(jnp.concatenate(split(inputs), axis=-1))
+
+    return Distribution(
+        dist_dim=base.dist_dim, logp=logp,
+        sample=lambda inputs, rng: sample_and_logp(inputs, rng)[0],
+        greedy=lambda inputs: to_env(split(inputs)[0]), entropy=entropy,
+        sample_and_logp=sample_and_logp, kind="tanh_mean_gaussian")
+
+
 def deterministic(spec: sp.BoxSpec) -> Distribution:
     """A deterministic bounded Box policy (TD3's actor): `action_dist_inputs` are the
     pre-tanh actions, `a = low + (tanh(x) + 1) / 2 * (high - low)`. Sampling is the greedy

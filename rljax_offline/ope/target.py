@@ -118,7 +118,8 @@ def from_acting(act: Callable, dist, params: Any, act_spec, explore: bool = True
 
         return TargetPolicy(act_spec, deterministic, logp, probs=probs)
 
-    scale = _unit_box_log_scale(act_spec) if dist.kind == "squashed_gaussian" else 0.0
+    scale = (_unit_box_log_scale(act_spec)
+             if dist.kind in ("squashed_gaussian", "tanh_mean_gaussian") else 0.0)
     programs = _acting_programs(act, dist, deterministic, None, takes_key)
     greedy = functools.partial(programs["greedy"], params, act_key)
 
