@@ -10,9 +10,10 @@ import sys
 import pytest
 from conftest import FIXTURES, REPO
 
-# Never needed to train or evaluate: plotting, logging back ends, datasets and dataframes.
-NOT_FOR_TRAINING = ("matplotlib", "tensorboardX", "pyarrow.dataset", "pandas", "minari",
-                    "wandb", "mlflow")
+# Never needed to train or evaluate: plotting, progress bars, logging back ends, datasets,
+# dataframes and test-only helpers (chex is a [dev] dependency only).
+NOT_FOR_TRAINING = ("matplotlib", "tqdm", "tensorboardX", "chex", "pyarrow.dataset", "pandas",
+                    "minari", "wandb", "mlflow")
 
 _RUN = """
 import json, sys, threading

@@ -30,47 +30,25 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from rljax_offline import spaces as sp
-from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
+from rljax_offline.algorithms.actor_critic_base import (
+    Q_COLUMNS,
+    ActorCriticBaseConfig,
+    check_squashed_box,
+)
 from rljax_offline.algorithms.cql import repeat_rows, sample_per_example, split_keys
 from rljax_offline.algorithms.options import (
-    dict_or_none,
     option,
     optional,
     positive_float,
     positive_int,
-    unit_interval_open_left,
 )
 from rljax_offline.connectors.learner import clip_actions_inside_bounds
 from rljax_offline.learning.losses import batch_softmax_weights, not_terminal
 from rljax_offline.learning.optim import make_optimizer
 from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, DataSpec, LearningSpec, Loss
-from rljax_offline.models.actor_and_q import actor, check_bounded
-from rljax_offline.models.initializers import TORCH_DEFAULT
+from rljax_offline.models.actor_and_q import actor
 from rljax_offline.models.networks import Network, continuous_q_network, ensemble
-from rljax_offline.models.policy import Policy, is_recurrent
-
-Q_COLUMNS = ("obs", "actions", "rewards", "new_obs", "terminateds")
-D3RLPY_MODEL = {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu", **TORCH_DEFAULT}
-
-
-def refuse_unsupported(config: AlgorithmConfig) -> None:
-    """The one-line refusals AWAC and CRR share: `lr`, a recurrent model."""
-    name = type(config).__name__
-    if config.lr is not None:
-        raise ConfigError(f"{name}: lr is not used; set actor_lr and critic_lr "
-                          f"(got lr={config.lr!r})")
-    if is_recurrent(config.model_config or {}):
-        raise ConfigError(f"{name} has no recurrent form: drop use_lstm / use_gru")
-
-
-def check_squashed_box(config: AlgorithmConfig, act_spec) -> None:
-    """Box actions with finite bounds (a tanh-squashed actor), else a one-line error."""
-    name = type(config).__name__
-    if not isinstance(act_spec, sp.BoxSpec):
-        raise ConfigError(f"{name} needs Box actions (a tanh-squashed Gaussian actor), got "
-                          f"{act_spec}")
-    check_bounded(act_spec, name)
+from rljax_offline.models.policy import Policy
 
 
 def policy_values(policy: Policy, q: Network, params: dict, obs, keys, n: int,
@@ -87,7 +65,7 @@ def policy_values(policy: Policy, q: Network, params: dict, obs, keys, n: int,
 
 
 @dataclasses.dataclass(frozen=True)
-class AWACConfig(AlgorithmConfig):
+class AWACConfig(ActorCriticBaseConfig):
     """AWAC with d3rlpy's names and defaults (see the module docstring).
 
     Example:
@@ -113,14 +91,6 @@ class AWACConfig(AlgorithmConfig):
                                    "policy actions per state that estimate V(s)")
     n_critics: int = option(2, "training", positive_int,
                             "Q networks of the ensemble, their minimum in targets")
-    tau: float = option(5e-3, "training", unit_interval_open_left,
-                        "Polyak weight of the target Q update")
-    model_config: dict = option(D3RLPY_MODEL, "rl_module", dict_or_none,
-                                "RLlib's model-config keys; d3rlpy's 256-256, PyTorch's draw")
-
-    def validate(self) -> None:
-        super().validate()
-        refuse_unsupported(self)
 
     def check_spaces(self, obs_spec, act_spec) -> None:
         check_squashed_box(self, act_spec)

@@ -43,11 +43,13 @@ import jax.numpy as jnp
 import optax
 
 from rljax_offline import spaces as sp
-from rljax_offline.algorithms.awac import D3RLPY_MODEL, Q_COLUMNS, refuse_unsupported
+from rljax_offline.algorithms.actor_critic_base import (
+    Q_COLUMNS,
+    ActorCriticBaseConfig,
+)
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.cql import repeat_rows, split_keys
 from rljax_offline.algorithms.options import (
-    dict_or_none,
     non_negative_float,
     non_negative_int,
     option,
@@ -55,7 +57,6 @@ from rljax_offline.algorithms.options import (
     positive_float,
     positive_int,
     probability,
-    unit_interval_open_left,
 )
 from rljax_offline.algorithms.vae import (
     ConditionedMLP,
@@ -142,7 +143,7 @@ def unit_to_dist_inputs(unit: jax.Array) -> jax.Array:
 
 
 @dataclasses.dataclass(frozen=True)
-class BCQConfig(AlgorithmConfig):
+class BCQConfig(ActorCriticBaseConfig):
     """BCQ with d3rlpy's names and defaults (see the module docstring).
 
     Example:
@@ -179,14 +180,6 @@ class BCQConfig(AlgorithmConfig):
                          "weight of the VAE's KL term")
     rl_start_step: int = option(0, "training", non_negative_int,
                                 "updates of the VAE alone before the critic and actor learn")
-    tau: float = option(5e-3, "training", unit_interval_open_left,
-                        "Polyak weight of the target updates")
-    model_config: dict = option(D3RLPY_MODEL, "rl_module", dict_or_none,
-                                "RLlib's model-config keys; d3rlpy's 256-256, PyTorch's draw")
-
-    def validate(self) -> None:
-        super().validate()
-        refuse_unsupported(self)
 
     def check_spaces(self, obs_spec, act_spec) -> None:
         check_box(self, act_spec, "; for Discrete actions use DiscreteBCQConfig")

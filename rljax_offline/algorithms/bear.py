@@ -50,12 +50,13 @@ import jax.numpy as jnp
 import optax
 
 from rljax_offline import spaces as sp
-from rljax_offline.algorithms.awac import D3RLPY_MODEL, Q_COLUMNS, refuse_unsupported
+from rljax_offline.algorithms.actor_critic_base import (
+    Q_COLUMNS,
+    ActorCriticBaseConfig,
+)
 from rljax_offline.algorithms.bcq import check_box, during, unit_to_dist_inputs
-from rljax_offline.algorithms.config import AlgorithmConfig
 from rljax_offline.algorithms.cql import repeat_rows, sample_per_example, split_keys
 from rljax_offline.algorithms.options import (
-    dict_or_none,
     non_negative_float,
     non_negative_int,
     one_of,
@@ -64,7 +65,6 @@ from rljax_offline.algorithms.options import (
     positive_float,
     positive_int,
     probability,
-    unit_interval_open_left,
 )
 from rljax_offline.algorithms.vae import conditional_vae, sample_latent, vae_loss
 from rljax_offline.connectors.learner import clip_actions_inside_bounds
@@ -119,7 +119,7 @@ def clamped(optimizer: optax.GradientTransformation, low: float, high: float
 
 
 @dataclasses.dataclass(frozen=True)
-class BEARConfig(AlgorithmConfig):
+class BEARConfig(ActorCriticBaseConfig):
     """BEAR with d3rlpy's names and defaults (see the module docstring).
 
     Example:
@@ -169,14 +169,6 @@ class BEARConfig(AlgorithmConfig):
                                   "weight of the VAE's KL term")
     warmup_steps: int = option(40000, "training", non_negative_int,
                                "updates whose actor minimizes the MMD term alone")
-    tau: float = option(5e-3, "training", unit_interval_open_left,
-                        "Polyak weight of the target Q update")
-    model_config: dict = option(D3RLPY_MODEL, "rl_module", dict_or_none,
-                                "RLlib's model-config keys; d3rlpy's 256-256, PyTorch's draw")
-
-    def validate(self) -> None:
-        super().validate()
-        refuse_unsupported(self)
 
     def check_spaces(self, obs_spec, act_spec) -> None:
         check_box(self, act_spec)

@@ -30,24 +30,20 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from rljax_offline.algorithms.awac import (
-    D3RLPY_MODEL,
+from rljax_offline.algorithms.actor_critic_base import (
     Q_COLUMNS,
+    ActorCriticBaseConfig,
     check_squashed_box,
-    policy_values,
-    refuse_unsupported,
 )
-from rljax_offline.algorithms.config import AlgorithmConfig
+from rljax_offline.algorithms.awac import policy_values
 from rljax_offline.algorithms.cql import sample_per_example
 from rljax_offline.algorithms.options import (
-    dict_or_none,
     non_negative_float,
     one_of,
     option,
     optional,
     positive_float,
     positive_int,
-    unit_interval_open_left,
 )
 from rljax_offline.connectors.learner import clip_actions_inside_bounds
 from rljax_offline.learning.losses import not_terminal
@@ -58,7 +54,7 @@ from rljax_offline.models.networks import continuous_q_network, ensemble
 
 
 @dataclasses.dataclass(frozen=True)
-class CRRConfig(AlgorithmConfig):
+class CRRConfig(ActorCriticBaseConfig):
     """CRR with d3rlpy's names and defaults (see the module docstring).
 
     Example:
@@ -96,14 +92,6 @@ class CRRConfig(AlgorithmConfig):
                                      "Polyak with tau every update")
     target_update_interval: int = option(100, "training", positive_int,
                                          "updates between hard target copies")
-    tau: float = option(5e-3, "training", unit_interval_open_left,
-                        "Polyak weight of the soft target updates")
-    model_config: dict = option(D3RLPY_MODEL, "rl_module", dict_or_none,
-                                "RLlib's model-config keys; d3rlpy's 256-256, PyTorch's draw")
-
-    def validate(self) -> None:
-        super().validate()
-        refuse_unsupported(self)
 
     def check_spaces(self, obs_spec, act_spec) -> None:
         check_squashed_box(self, act_spec)

@@ -56,7 +56,7 @@ import numpy as np
 import optax
 
 from rljax_offline import spaces as sp
-from rljax_offline.algorithms.awac import D3RLPY_MODEL
+from rljax_offline.algorithms.actor_critic_base import D3RLPY_MODEL
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.marwil import add_returns_to_go
 from rljax_offline.algorithms.options import (

@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from rljax_offline import spaces as sp
-from rljax_offline.algorithms.awac import D3RLPY_MODEL, Q_COLUMNS
+from rljax_offline.algorithms.actor_critic_base import D3RLPY_MODEL, Q_COLUMNS
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.options import (
     boolean,

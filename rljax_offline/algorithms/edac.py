@@ -29,8 +29,11 @@ import math
 import jax
 import jax.numpy as jnp
 
-from rljax_offline.algorithms.awac import Q_COLUMNS, check_squashed_box, refuse_unsupported
-from rljax_offline.algorithms.config import AlgorithmConfig
+from rljax_offline.algorithms.actor_critic_base import (
+    Q_COLUMNS,
+    ActorCriticBaseConfig,
+    check_squashed_box,
+)
 from rljax_offline.algorithms.cql import sample_per_example
 from rljax_offline.algorithms.options import (
     dict_or_none,
@@ -39,7 +42,6 @@ from rljax_offline.algorithms.options import (
     optional,
     positive_float,
     positive_int,
-    unit_interval_open_left,
 )
 from rljax_offline.connectors.learner import clip_actions_inside_bounds
 from rljax_offline.learning.losses import (
@@ -76,7 +78,7 @@ def diversity(q: Network, q_params, obs, unit_actions, from_unit, shape) -> jax.
 
 
 @dataclasses.dataclass(frozen=True)
-class EDACConfig(AlgorithmConfig):
+class EDACConfig(ActorCriticBaseConfig):
     """EDAC / SAC-N with CORL's defaults (see the module docstring).
 
     Example:
@@ -105,15 +107,9 @@ class EDACConfig(AlgorithmConfig):
                         "weight of the critics' gradient-diversity term (0: SAC-N)")
     initial_alpha: float = option(1.0, "training", positive_float,
                                   "initial entropy coefficient")
-    tau: float = option(5e-3, "training", unit_interval_open_left,
-                        "Polyak weight of the target Q update")
     model_config: dict = option(
         {"fcnet_hiddens": [256, 256, 256], "fcnet_activation": "relu", **TORCH_DEFAULT},
         "rl_module", dict_or_none, "RLlib's model-config keys; CORL's 3x256, PyTorch's draw")
-
-    def validate(self) -> None:
-        super().validate()
-        refuse_unsupported(self)
 
     def check_spaces(self, obs_spec, act_spec) -> None:
         check_squashed_box(self, act_spec)

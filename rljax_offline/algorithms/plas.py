@@ -39,16 +39,17 @@ import jax
 import jax.numpy as jnp
 
 from rljax_offline import spaces as sp
-from rljax_offline.algorithms.awac import D3RLPY_MODEL, Q_COLUMNS, refuse_unsupported
+from rljax_offline.algorithms.actor_critic_base import (
+    Q_COLUMNS,
+    ActorCriticBaseConfig,
+)
 from rljax_offline.algorithms.bcq import (
     check_box,
     during,
     perturbation_actor,
     unit_to_dist_inputs,
 )
-from rljax_offline.algorithms.config import AlgorithmConfig
 from rljax_offline.algorithms.options import (
-    dict_or_none,
     non_negative_float,
     non_negative_int,
     option,
@@ -56,7 +57,6 @@ from rljax_offline.algorithms.options import (
     positive_float,
     positive_int,
     probability,
-    unit_interval_open_left,
 )
 from rljax_offline.algorithms.vae import conditional_vae, vae_loss
 from rljax_offline.connectors.learner import clip_actions_inside_bounds
@@ -72,7 +72,7 @@ LATENT_MAX = 2.0
 
 
 @dataclasses.dataclass(frozen=True)
-class PLASConfig(AlgorithmConfig):
+class PLASConfig(ActorCriticBaseConfig):
     """PLAS with d3rlpy's names and defaults (see the module docstring).
 
     Example:
@@ -104,14 +104,6 @@ class PLASConfig(AlgorithmConfig):
                                "updates of the VAE alone; then the critic and actor, VAE frozen")
     beta: float = option(0.5, "training", non_negative_float,
                          "weight of the VAE's KL term")
-    tau: float = option(5e-3, "training", unit_interval_open_left,
-                        "Polyak weight of the target updates")
-    model_config: dict = option(D3RLPY_MODEL, "rl_module", dict_or_none,
-                                "RLlib's model-config keys; d3rlpy's 256-256, PyTorch's draw")
-
-    def validate(self) -> None:
-        super().validate()
-        refuse_unsupported(self)
 
     def check_spaces(self, obs_spec, act_spec) -> None:
         check_box(self, act_spec)
