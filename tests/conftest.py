@@ -9,6 +9,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import pytest  # noqa: E402
 
 from rljax_offline.algorithms import registry  # noqa: E402
+from rljax_offline.apps.recipes import record_mixed  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 # RLlib-written files (see tests/fixtures/rllib_cartpole/README.md), kept inside the checkout
@@ -20,6 +21,15 @@ FIXTURES = REPO / "tests" / "fixtures" / "rllib_cartpole"
 def rllib_fixtures() -> pathlib.Path:
     assert FIXTURES.is_dir(), f"RLlib fixtures missing at {FIXTURES}"
     return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def pendulum_mixed(tmp_path_factory) -> str:
+    """The small mixed Pendulum set (`pendulum-mixed-small`) the zoo's learning tests share,
+    recorded once per test process."""
+    path = str(tmp_path_factory.mktemp("mixed") / "pendulum-mixed-small")
+    record_mixed("pendulum-mixed-small", path)
+    return path
 
 
 @pytest.fixture(autouse=True)

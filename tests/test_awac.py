@@ -9,20 +9,17 @@ import jax
 import numpy as np
 import pytest
 from offline_rl_testlib import assert_resume_is_exact, evaluation_returns, level, spec_of
+from zoo_testlib import ACT, OBS, N
+from zoo_testlib import pendulum_config as zoo_pendulum_config
 
 from rljax_offline import spaces as sp
 from rljax_offline.algorithms.awac import AWACConfig
 from rljax_offline.algorithms.config import ConfigError
-from rljax_offline.apps.recipes import record_mixed
 from rljax_offline.export import load_stablehlo
 from rljax_offline.learning.init import init_state
 from rljax_offline.learning.losses import batch_softmax_weights
 from rljax_offline.learning.update import BatchAxis
 from rljax_offline.models.initializers import TORCH_DEFAULT
-
-OBS = gym.spaces.Box(-1, 1, (3,), np.float32)
-ACT = gym.spaces.Box(-2, 2, (1,), np.float32)
-N = 64
 
 
 def test_d3rlpy_defaults():
@@ -78,19 +75,9 @@ def test_actor_loss_is_the_weighted_log_likelihood_of_the_data_actions():
         adv - adv.max()).sum(), rtol=1e-4)
 
 
-@pytest.fixture(scope="module")
-def pendulum_mixed(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("mixed") / "pendulum-mixed-small")
-    record_mixed("pendulum-mixed-small", path)
-    return path
-
-
 def pendulum_config(data, updates, **training):
-    return (AWACConfig().environment("Pendulum-v1").offline_data(input_=data)
-            .training(num_updates_per_iteration=updates, train_batch_size_per_learner=256,
-                      actor_lr=1e-3, critic_lr=1e-3, **training)
-            .rl_module(model_config={"fcnet_hiddens": [64, 64]}).learners(num_devices=1)
-            .evaluation(evaluation_interval=1, evaluation_duration=10).debugging(seed=0))
+    return zoo_pendulum_config(AWACConfig, data, updates, train_batch_size_per_learner=256,
+                               actor_lr=1e-3, critic_lr=1e-3, **training)
 
 
 def test_resume_is_exact(pendulum_mixed, tmp_path):

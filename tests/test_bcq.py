@@ -18,34 +18,24 @@ from offline_rl_testlib import (
     run_updates,
     spec_of,
 )
+from zoo_testlib import (
+    ACT,
+    OBS,
+    SMALL,
+    assert_acting_follows_the_key,
+    keys,
+    pendulum_config,
+    random_batch,
+)
 
 from rljax_offline import spaces as sp
 from rljax_offline.algorithms.bcq import BCQConfig
 from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.algorithms.vae import conditional_vae, vae_loss
-from rljax_offline.apps.recipes import record_mixed
 from rljax_offline.export import load_stablehlo
 from rljax_offline.learning.init import init_state
 from rljax_offline.learning.update import BatchAxis
 from rljax_offline.models.initializers import TORCH_DEFAULT
-
-OBS = gym.spaces.Box(-1, 1, (3,), np.float32)
-ACT = gym.spaces.Box(-2, 2, (1,), np.float32)
-SMALL = {"fcnet_hiddens": [16]}
-N = 64
-
-
-def random_batch(n=N, seed=0):
-    rng = np.random.default_rng(seed)
-    return {"obs": rng.uniform(-1, 1, (n, 3)).astype(np.float32),
-            "new_obs": rng.uniform(-1, 1, (n, 3)).astype(np.float32),
-            "actions": rng.uniform(-2, 2, (n, 1)).astype(np.float32),
-            "rewards": rng.normal(size=n).astype(np.float32),
-            "terminateds": rng.random(n) < 0.1, "loss_mask": np.ones(n, np.float32)}
-
-
-def keys(n=N, seed=0):
-    return jax.random.split(jax.random.PRNGKey(seed), n)
 
 
 def test_d3rlpy_defaults():
@@ -135,30 +125,13 @@ def test_acting_draws_its_candidates_from_the_key():
     spec = spec_of(config, OBS, ACT)
     params = jax.device_get(init_state(spec.learning, 0).params)
     obs = random_batch(256)["obs"]
-    act = jax.jit(lambda k: spec.acting.dist.greedy(spec.acting.act_with_key(params, k, obs)))
-    a, again, b = act(jax.random.PRNGKey(1)), act(jax.random.PRNGKey(1)), act(
-        jax.random.PRNGKey(2))
-    np.testing.assert_array_equal(a, again)
-    assert np.any(np.asarray(a) != np.asarray(b))
-    assert a.shape == (256, 1) and np.all(np.abs(np.asarray(a)) <= 2.0)
-
-
-@pytest.fixture(scope="module")
-def pendulum_mixed(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("mixed") / "pendulum-mixed-small")
-    record_mixed("pendulum-mixed-small", path)
-    return path
-
-
-def pendulum_config(data, updates, **training):
-    return (BCQConfig().environment("Pendulum-v1").offline_data(input_=data)
-            .training(num_updates_per_iteration=updates, **training)
-            .rl_module(model_config={"fcnet_hiddens": [64, 64]}).learners(num_devices=1)
-            .evaluation(evaluation_interval=1, evaluation_duration=10).debugging(seed=0))
+    assert_acting_follows_the_key(jax.jit(
+        lambda k, o: spec.acting.dist.greedy(spec.acting.act_with_key(params, k, o))), obs)
 
 
 def test_resume_is_exact(pendulum_mixed, tmp_path):
-    config = pendulum_config(pendulum_mixed, 4, rl_start_step=6, n_action_samples=10)
+    config = pendulum_config(BCQConfig, pendulum_mixed, 4, rl_start_step=6,
+                             n_action_samples=10)
     assert_resume_is_exact(config.evaluation(evaluation_interval=0), tmp_path)
 
 
@@ -169,14 +142,15 @@ def test_learns_mixed_pendulum_where_its_candidate_selection_matters(pendulum_mi
     of the last two evaluations) clears -800 (measured -608 and -514 for seeds 0 and 1).
     Without the selection (`n_action_samples=1`, `action_flexibility=0`: the VAE's action,
     behavior cloning) the same run ends at -1,266."""
-    returns = evaluation_returns(pendulum_config(pendulum_mixed, 1000, n_action_samples=10), 4)
+    returns = evaluation_returns(
+        pendulum_config(BCQConfig, pendulum_mixed, 1000, n_action_samples=10), 4)
     assert level(returns) >= -800, returns
 
 
 def test_exported_policy_acts_with_a_fixed_key(pendulum_mixed, tmp_path):
     """Export follows from the registry line: one graph, the candidates drawn from a fixed
     key, so the same observations give the same actions, inside the bounds."""
-    algo = pendulum_config(pendulum_mixed, 2).rl_module(
+    algo = pendulum_config(BCQConfig, pendulum_mixed, 2).rl_module(
         model_config={"fcnet_hiddens": [16]}).evaluation(evaluation_interval=0).build()
     algo.train()
     x = np.random.default_rng(0).uniform(-1, 1, (50, 3)).astype(np.float32)

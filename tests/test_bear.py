@@ -7,33 +7,25 @@ run on mixed Pendulum that fails without the MMD constraint.
 tests from the registry line; their settings are in `learner_testlib.CASE_TRAINING`.)"""
 
 import gymnasium as gym
-import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 from learner_testlib import max_diff
 from offline_rl_testlib import evaluation_returns, level, run_updates, spec_of
+from zoo_testlib import (
+    ACT,
+    OBS,
+    SMALL,
+    assert_acting_follows_the_key,
+    pendulum_config,
+    random_batch,
+)
 
 from rljax_offline.algorithms.bear import BEARConfig, clamped, mmd
 from rljax_offline.algorithms.config import ConfigError
-from rljax_offline.apps.recipes import record_mixed
 from rljax_offline.export import load_stablehlo
 from rljax_offline.learning.init import init_state
-
-OBS = gym.spaces.Box(-1, 1, (3,), np.float32)
-ACT = gym.spaces.Box(-2, 2, (1,), np.float32)
-SMALL = {"fcnet_hiddens": [16]}
-N = 64
-
-
-def random_batch(n=N, seed=0):
-    rng = np.random.default_rng(seed)
-    return {"obs": rng.uniform(-1, 1, (n, 3)).astype(np.float32),
-            "new_obs": rng.uniform(-1, 1, (n, 3)).astype(np.float32),
-            "actions": rng.uniform(-2, 2, (n, 1)).astype(np.float32),
-            "rewards": rng.normal(size=n).astype(np.float32),
-            "terminateds": rng.random(n) < 0.1, "loss_mask": np.ones(n, np.float32)}
 
 
 def test_d3rlpy_defaults():
@@ -114,31 +106,12 @@ def test_acting_draws_its_candidates_from_the_key():
                    OBS, ACT)
     params = init_state(spec.learning, 0).params
     obs = np.random.default_rng(1).uniform(-1, 1, (256, 3)).astype(np.float32)
-    greedy = spec.acting.dist.greedy
-    a = greedy(spec.acting.act(params, jax.random.PRNGKey(1), obs))
-    again = greedy(spec.acting.act(params, jax.random.PRNGKey(1), obs))
-    b = greedy(spec.acting.act(params, jax.random.PRNGKey(2), obs))
-    np.testing.assert_array_equal(a, again)
-    assert np.any(np.asarray(a) != np.asarray(b))
-    assert a.shape == (256, 1) and np.all(np.abs(np.asarray(a)) <= 2.0)
-
-
-@pytest.fixture(scope="module")
-def pendulum_mixed(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("mixed") / "pendulum-mixed-small")
-    record_mixed("pendulum-mixed-small", path)
-    return path
-
-
-def pendulum_config(data, updates, **training):
-    return (BEARConfig().environment("Pendulum-v1").offline_data(input_=data)
-            .training(num_updates_per_iteration=updates, **training)
-            .rl_module(model_config={"fcnet_hiddens": [64, 64]}).learners(num_devices=1)
-            .evaluation(evaluation_interval=1, evaluation_duration=10).debugging(seed=0))
+    assert_acting_follows_the_key(
+        lambda k, o: spec.acting.dist.greedy(spec.acting.act(params, k, o)), obs)
 
 
 def test_exported_policy_acts_with_a_fixed_key(pendulum_mixed, tmp_path):
-    algo = pendulum_config(pendulum_mixed, 2, n_action_samples=5).rl_module(
+    algo = pendulum_config(BEARConfig, pendulum_mixed, 2, n_action_samples=5).rl_module(
         model_config=SMALL).evaluation(evaluation_interval=0).build()
     algo.train()
     x = np.random.default_rng(0).uniform(-1, 1, (50, 3)).astype(np.float32)
@@ -160,7 +133,7 @@ def test_learns_mixed_pendulum_where_its_mmd_constraint_matters(pendulum_mixed):
     runs = {}
     for name, change in (("bear", {}),
                          ("no_mmd", {"alpha_threshold": 100.0, "initial_alpha": 0.0067})):
-        runs[name] = level(evaluation_returns(pendulum_config(
+        runs[name] = level(evaluation_returns(pendulum_config(BEARConfig,
             pendulum_mixed, 1000, warmup_steps=1000, n_action_samples=10, **change), 4))
     print(runs)
     assert runs["bear"] >= -950 and runs["no_mmd"] <= runs["bear"] - 150, runs

@@ -17,28 +17,20 @@ from offline_rl_testlib import (
     run_updates,
     spec_of,
 )
+from zoo_testlib import ACT, OBS, SMALL, N
+from zoo_testlib import pendulum_config as zoo_pendulum_config
+from zoo_testlib import random_batch as zoo_batch
 
 from rljax_offline import spaces as sp
 from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.algorithms.crr import CRRConfig
-from rljax_offline.apps.recipes import record_mixed
 from rljax_offline.learning.init import init_state
 from rljax_offline.learning.update import BatchAxis
 from rljax_offline.models.initializers import TORCH_DEFAULT
 
-OBS = gym.spaces.Box(-1, 1, (3,), np.float32)
-ACT = gym.spaces.Box(-2, 2, (1,), np.float32)
-SMALL = {"fcnet_hiddens": [16]}
-N = 64
-
 
 def random_batch(n=N, seed=0):
-    rng = np.random.default_rng(seed)
-    return {"obs": rng.uniform(-1, 1, (n, 3)).astype(np.float32),
-            "new_obs": rng.uniform(-1, 1, (n, 3)).astype(np.float32),
-            "actions": rng.uniform(-1.9, 1.9, (n, 1)).astype(np.float32),
-            "rewards": rng.normal(size=n).astype(np.float32),
-            "terminateds": rng.random(n) < 0.1, "loss_mask": np.ones(n, np.float32)}
+    return zoo_batch(n, seed, action_bound=1.9)
 
 
 def test_d3rlpy_defaults():
@@ -94,19 +86,9 @@ def test_hard_targets_copy_both_networks_every_interval():
         assert max_diff(p2[target], p2[online]) == 0.0  # update 2: a copy
 
 
-@pytest.fixture(scope="module")
-def pendulum_mixed(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("mixed") / "pendulum-mixed-small")
-    record_mixed("pendulum-mixed-small", path)
-    return path
-
-
 def pendulum_config(data, updates, **training):
-    return (CRRConfig().environment("Pendulum-v1").offline_data(input_=data)
-            .training(num_updates_per_iteration=updates, train_batch_size_per_learner=256,
-                      actor_lr=1e-3, critic_lr=1e-3, **training)
-            .rl_module(model_config={"fcnet_hiddens": [64, 64]}).learners(num_devices=1)
-            .evaluation(evaluation_interval=1, evaluation_duration=10).debugging(seed=0))
+    return zoo_pendulum_config(CRRConfig, data, updates, train_batch_size_per_learner=256,
+                               actor_lr=1e-3, critic_lr=1e-3, **training)
 
 
 def test_resume_is_exact(pendulum_mixed, tmp_path):

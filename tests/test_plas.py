@@ -17,29 +17,15 @@ from offline_rl_testlib import (
     run_updates,
     spec_of,
 )
+from zoo_testlib import ACT, OBS, SMALL, N, pendulum_config, random_batch
 
 from rljax_offline import spaces as sp
 from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.algorithms.plas import PLASConfig
-from rljax_offline.apps.recipes import record_mixed
 from rljax_offline.export import load_stablehlo
 from rljax_offline.learning.init import init_state
 from rljax_offline.learning.update import BatchAxis
 from rljax_offline.models.initializers import TORCH_DEFAULT
-
-OBS = gym.spaces.Box(-1, 1, (3,), np.float32)
-ACT = gym.spaces.Box(-2, 2, (1,), np.float32)
-SMALL = {"fcnet_hiddens": [16]}
-N = 64
-
-
-def random_batch(n=N, seed=0):
-    rng = np.random.default_rng(seed)
-    return {"obs": rng.uniform(-1, 1, (n, 3)).astype(np.float32),
-            "new_obs": rng.uniform(-1, 1, (n, 3)).astype(np.float32),
-            "actions": rng.uniform(-2, 2, (n, 1)).astype(np.float32),
-            "rewards": rng.normal(size=n).astype(np.float32),
-            "terminateds": rng.random(n) < 0.1, "loss_mask": np.ones(n, np.float32)}
 
 
 def test_d3rlpy_defaults():
@@ -96,22 +82,8 @@ def test_target_mixes_the_critics_min_and_max_by_lam():
     assert np.mean(targets[0.0] - targets[1.0]) > 1e-3
 
 
-@pytest.fixture(scope="module")
-def pendulum_mixed(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("mixed") / "pendulum-mixed-small")
-    record_mixed("pendulum-mixed-small", path)
-    return path
-
-
-def pendulum_config(data, updates, **training):
-    return (PLASConfig().environment("Pendulum-v1").offline_data(input_=data)
-            .training(num_updates_per_iteration=updates, **training)
-            .rl_module(model_config={"fcnet_hiddens": [64, 64]}).learners(num_devices=1)
-            .evaluation(evaluation_interval=1, evaluation_duration=10).debugging(seed=0))
-
-
 def test_resume_is_exact_across_the_phase_change(pendulum_mixed, tmp_path):
-    config = pendulum_config(pendulum_mixed, 4, warmup_steps=6)
+    config = pendulum_config(PLASConfig, pendulum_mixed, 4, warmup_steps=6)
     assert_resume_is_exact(config.evaluation(evaluation_interval=0), tmp_path)
 
 
@@ -121,7 +93,7 @@ def test_learns_mixed_pendulum_where_its_latent_actor_matters(pendulum_mixed):
     (d3rlpy's 1e-4 is slower), 64-64 networks: the level (mean of the last two evaluations)
     clears -800 (measured -543 and -519 for seeds 0 and 1). With the actor held (rate 1e-9:
     the decoder of a fixed latent) the same run ends at -1,209."""
-    returns = evaluation_returns(pendulum_config(
+    returns = evaluation_returns(pendulum_config(PLASConfig,
         pendulum_mixed, 1000, warmup_steps=1000, actor_lr=1e-3, imitator_lr=1e-3), 4)
     assert level(returns) >= -800, returns
 
@@ -129,7 +101,7 @@ def test_learns_mixed_pendulum_where_its_latent_actor_matters(pendulum_mixed):
 def test_exported_policy_acts_as_the_algorithm(pendulum_mixed, tmp_path):
     """Acting is deterministic (the decoder of the actor's latent): the StableHLO policy gives
     the algorithm's actions."""
-    algo = pendulum_config(pendulum_mixed, 4, warmup_steps=2).rl_module(
+    algo = pendulum_config(PLASConfig, pendulum_mixed, 4, warmup_steps=2).rl_module(
         model_config={"fcnet_hiddens": [16]}).evaluation(evaluation_interval=0).build()
     algo.train()
     x = np.random.default_rng(0).uniform(-1, 1, (50, 3)).astype(np.float32)

@@ -1,0 +1,44 @@
+"""Shared set-up of the zoo's Box-action tests (AWAC, CRR, BCQ, PLAS, BEAR): Pendulum's
+spaces, a random batch of Q-learning columns, the short mixed-Pendulum learning run's config,
+and the check that acting draws its candidates from the key it is given."""
+
+import gymnasium as gym
+import jax
+import numpy as np
+
+OBS = gym.spaces.Box(-1, 1, (3,), np.float32)
+ACT = gym.spaces.Box(-2, 2, (1,), np.float32)
+SMALL = {"fcnet_hiddens": [16]}
+N = 64
+
+
+def random_batch(n=N, seed=0, action_bound=2.0):
+    """Random Q-learning columns on `OBS` x `ACT` (actions within +-`action_bound`)."""
+    rng = np.random.default_rng(seed)
+    return {"obs": rng.uniform(-1, 1, (n, 3)).astype(np.float32),
+            "new_obs": rng.uniform(-1, 1, (n, 3)).astype(np.float32),
+            "actions": rng.uniform(-action_bound, action_bound, (n, 1)).astype(np.float32),
+            "rewards": rng.normal(size=n).astype(np.float32),
+            "terminateds": rng.random(n) < 0.1, "loss_mask": np.ones(n, np.float32)}
+
+
+def keys(n=N, seed=0):
+    return jax.random.split(jax.random.PRNGKey(seed), n)
+
+
+def pendulum_config(config_class, data, updates, **training):
+    """The learning tests' run: mixed Pendulum data, 64-64 networks, one device, an
+    evaluation of 10 episodes every iteration, seed 0."""
+    return (config_class().environment("Pendulum-v1").offline_data(input_=data)
+            .training(num_updates_per_iteration=updates, **training)
+            .rl_module(model_config={"fcnet_hiddens": [64, 64]}).learners(num_devices=1)
+            .evaluation(evaluation_interval=1, evaluation_duration=10).debugging(seed=0))
+
+
+def assert_acting_follows_the_key(act, obs):
+    """`act(key, obs)` (greedy actions) is a function of its key: the same key gives the same
+    actions, another key other ones, all inside `ACT`'s bounds."""
+    a, again, b = (np.asarray(act(jax.random.PRNGKey(k), obs)) for k in (1, 1, 2))
+    np.testing.assert_array_equal(a, again)
+    assert np.any(a != b)
+    assert a.shape == (len(obs), 1) and np.all(np.abs(a) <= ACT.high[0])
