@@ -14,8 +14,9 @@ sampled (`<output>/sampled/`) and evaluated (`<output>/evaluation/`) is recorded
 multi-agent Parquet format (`acting.multi_agent_episode_output`): IPPO's replay, what the
 medium-replay data sets are made of.
 
-Several modules (one per agent, or per kind of agent) and a centralised value (MAPPO) are not
-built yet: a one-line `ConfigError`.
+Several modules (one per agent, or per kind of agent) and a centralised value (MAPPO,
+`centralized_value=True`) train in `ppo.multi_module.MultiModulePPO`: `multi_agent_ppo`,
+what `PPOConfig.build()` calls for a multi-agent config, picks the class.
 """
 
 from __future__ import annotations
@@ -32,9 +33,26 @@ from rljax_offline.acting.multi_agent_runner import MultiAgentEnvRunner, probe_a
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.multi_agent_modules import agent_mapping, build_modules
 from rljax_offline.algorithms.ppo.algorithm import PPO
+from rljax_offline.algorithms.ppo.centralized_value import check_multi_agent_ppo
 from rljax_offline.envs.make import multi_agent_env_factory
 
-__all__ = ["MultiAgentPPO"]
+__all__ = ["MultiAgentPPO", "multi_agent_ppo"]
+
+
+def multi_agent_ppo(config: AlgorithmConfig, process: Any = None) -> Any:
+    """What a multi-agent `PPOConfig` builds: `MultiAgentPPO` (single-agent PPO's learner as
+    it is) for one module every agent shares and a decentralised value, else
+    `ppo.multi_module.MultiModulePPO` (several modules in one compiled update, MAPPO).
+
+    Args:
+      config: a `PPOConfig` on which `multi_agent()` was called.
+      process: the process setup `build()` did.
+    """
+    shared = len(config.policies) == 1 and not any(config.policies.values())
+    if shared and not config.centralized_value:
+        return MultiAgentPPO(config, process)
+    from rljax_offline.algorithms.ppo.multi_module import MultiModulePPO
+    return MultiModulePPO(config, process)
 
 
 class MultiAgentPPO(PPO):
@@ -54,13 +72,10 @@ class MultiAgentPPO(PPO):
             raise ConfigError(f"{type(config).__name__}.multi_agent(): multi-agent PPO trains "
                               "one module every agent shares (IPPO with parameter sharing); "
                               f"got policies {config.policies}")
-        if config.input_ is not None or config.init_policy_from is not None:
-            raise ConfigError(f"{type(config).__name__}.multi_agent(): multi-agent PPO "
-                              "samples its own rollouts; fine-tuning from offline data is "
-                              "not built yet")
-        if config.output is not None and not config.output_write_episodes:
-            raise ConfigError(f"{type(config).__name__}.offline_data(output_write_episodes="
-                              "False): multi-agent PPO records whole multi-agent episodes")
+        if config.centralized_value:
+            raise ConfigError(f"{type(config).__name__}: centralized_value=True is "
+                              "MultiModulePPO's (build with config.build())")
+        check_multi_agent_ppo(config)
         self.env_fn = multi_agent_env_factory(config.env, config.env_config)
         _, obs_spaces, act_spaces = probe_agent_spaces(self.env_fn)
         self.mapping = agent_mapping(config)
