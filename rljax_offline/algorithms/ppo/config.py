@@ -279,9 +279,6 @@ class PPOConfig(AlgorithmConfig):
             raise ConfigError(f"{type(self).__name__}: minibatch_size={self.minibatch_size} is "
                               f"larger than train_batch_size_per_learner="
                               f"{self.train_batch_size_per_learner}")
-        if self.centralized_value and not self.is_multi_agent:
-            raise ConfigError(f"{type(self).__name__}: centralized_value=True (MAPPO) is a "
-                              "multi-agent option: call multi_agent(...) too")
         check = optional(lambda v: None if isinstance(v, str) else "a checkpoint path")
         expected = check(self.init_policy_from)
         if expected is not None:
@@ -390,7 +387,11 @@ class PPOConfig(AlgorithmConfig):
         `input_` is set, the checkpoint's offline data for the value warm-up; then starts
         from its policy (`PPO.fine_tune_from`). The built algorithm's config names no
         checkpoint: its own checkpoints hold the started-from weights, so restoring one
-        does not need (or re-read) the original."""
+        does not need (or re-read) the original. `centralized_value=True` needs
+        `multi_agent()` (a one-line `ConfigError` otherwise)."""
+        if self.centralized_value and not self.is_multi_agent:
+            raise ConfigError(f"{type(self).__name__}: centralized_value=True (MAPPO) is a "
+                              "multi-agent option: call multi_agent(...) too")
         if self.init_policy_from is None:
             return AlgorithmConfig.build(self)
         saved = ckpt.load_meta(self.init_policy_from).get("config", {})
