@@ -5,7 +5,7 @@
 * three modules of one spec train stacked under `vmap`; `policies_to_train` leaves the
   others exactly unchanged; the team return climbs on the parity task;
 * heterogeneous modules (mpe2 speaker-listener: Discrete(3) speaker, Discrete(5) listener)
-  step, evaluate and export per module;
+  step, evaluate, record their episodes (`offline_data(output=...)`) and export per module;
 * a `policy_mapping_fn` naming an unknown module is the named one-line error.
 """
 
@@ -119,8 +119,10 @@ def test_three_modules_train_stacked_and_policies_to_train_is_honoured():
     frozen.stop()
 
 
-def test_heterogeneous_modules_step_evaluate_and_export(tmp_path):
-    algo = _speaker_listener().build()
+def test_heterogeneous_modules_step_evaluate_record_and_export(tmp_path):
+    from rljax_offline.data.multi_agent_io import read_multi_agent_episodes
+
+    algo = _speaker_listener().offline_data(output=str(tmp_path / "rec")).build()
     assert isinstance(algo, MultiModulePPO) and set(algo.groups) == {"listener", "speaker"}
     assert algo.policy("speaker").spaces.action.n == 3
     assert algo.policy("listener").spaces.action.n == 5
@@ -131,6 +133,11 @@ def test_heterogeneous_modules_step_evaluate_and_export(tmp_path):
     assert set(evaluation["module_episode_returns_mean"]) == {"speaker", "listener"}
     assert algo.export_policy("listener", str(tmp_path / "listener"))
     algo.stop()
+    sampled = read_multi_agent_episodes(str(tmp_path / "rec" / "sampled"))
+    assert len(sampled) == 2 and all(ep.env_steps() == 25 for ep in sampled)
+    assert np.mean([ep.get_return() for ep in sampled]) == pytest.approx(
+        result["env_runners"]["episode_return_mean"])
+    assert len(read_multi_agent_episodes(str(tmp_path / "rec" / "evaluation"))) == 2
 
 
 def test_a_mapping_to_an_unknown_module_is_a_named_error():
