@@ -86,7 +86,7 @@ def test_agent_steps_count_rows():
 def test_what_multi_agent_ppo_does_not_do_is_a_named_error():
     with pytest.raises(ConfigError, match="one module every agent shares"):
         MultiAgentPPO(_config(policies={"a", "b", "c"}, policy_mapping_fn=lambda a, e: a))
-    with pytest.raises(ConfigError, match="fine-tuning from offline data is not built yet"):
+    with pytest.raises(ConfigError, match="samples its own rollouts"):
         _config().offline_data(input_="somewhere").build()
     with pytest.raises(ConfigError, match="records whole multi-agent episodes"):
         _config().offline_data(output="somewhere", output_write_episodes=False).build()

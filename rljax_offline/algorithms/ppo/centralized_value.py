@@ -39,9 +39,13 @@ def check_multi_agent_ppo(config: AlgorithmConfig) -> None:
       config: a multi-agent `PPOConfig`.
     """
     name = type(config).__name__
-    if config.input_ is not None or config.init_policy_from is not None:
-        raise ConfigError(f"{name}.multi_agent(): multi-agent PPO samples its own rollouts; "
-                          "fine-tuning from offline data is not built yet")
+    if config.input_ is not None:
+        raise ConfigError(f"{name}.multi_agent(): multi-agent PPO samples its own rollouts "
+                          "(input_ is offline algorithms' data); to start from an offline "
+                          "run use training(init_policy_from=<its checkpoint>)")
+    if config.init_policy_from is not None:
+        raise ConfigError(f"{name}: init_policy_from is applied by PPOConfig.build(); build "
+                          "multi-agent PPO with config.build()")
     if config.output is not None and not config.output_write_episodes:
         raise ConfigError(f"{name}.offline_data(output_write_episodes=False): multi-agent "
                           "PPO records whole multi-agent episodes")

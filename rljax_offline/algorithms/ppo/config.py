@@ -387,7 +387,9 @@ class PPOConfig(AlgorithmConfig):
         `input_` is set, the checkpoint's offline data for the value warm-up; then starts
         from its policy (`PPO.fine_tune_from`). The built algorithm's config names no
         checkpoint: its own checkpoints hold the started-from weights, so restoring one
-        does not need (or re-read) the original. `centralized_value=True` needs
+        does not need (or re-read) the original. Multi-agent: each module starts from the
+        checkpoint's module of the same id (`ppo.multi_agent_fine_tuning`), with
+        `value_warmup_updates=0`. `centralized_value=True` needs
         `multi_agent()` (a one-line `ConfigError` otherwise)."""
         if self.centralized_value and not self.is_multi_agent:
             raise ConfigError(f"{type(self).__name__}: centralized_value=True (MAPPO) is a "
@@ -397,7 +399,13 @@ class PPOConfig(AlgorithmConfig):
         saved = ckpt.load_meta(self.init_policy_from).get("config", {})
         changes = {"model_config": saved.get("model_config", self.model_config),
                    "init_policy_from": None}
-        if self.input_ is None and saved.get("input_") is not None:
+        if self.is_multi_agent:  # `ppo.multi_agent_fine_tuning`: no value warm-up yet
+            if self.value_warmup_updates:
+                raise ConfigError(f"{type(self).__name__}.multi_agent(): fine-tuning "
+                                  "several agents starts the value networks fresh (no value "
+                                  "warm-up on multi-agent data yet): set "
+                                  "value_warmup_updates=0")
+        elif self.input_ is None and saved.get("input_") is not None:
             changes["input_"] = saved["input_"]
         algo = AlgorithmConfig.build(dataclasses.replace(self, **changes))
         algo.fine_tune_from(self.init_policy_from)

@@ -12,7 +12,8 @@ The episode metrics are the team's (the sum over agents); evaluation runs the gr
 in the multi-agent env. With `offline_data(output=...)` every whole multi-agent episode
 sampled (`<output>/sampled/`) and evaluated (`<output>/evaluation/`) is recorded in the
 multi-agent Parquet format (`acting.multi_agent_episode_output`): IPPO's replay, what the
-medium-replay data sets are made of.
+medium-replay data sets are made of. With `init_policy_from` (a multi-agent checkpoint) the
+module starts from the policy of the checkpoint's module of the same id.
 
 Several modules (one per agent, or per kind of agent) and a centralised value (MAPPO,
 `centralized_value=True`) train in `ppo.multi_module.MultiModulePPO`: `multi_agent_ppo`,
@@ -34,6 +35,7 @@ from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.multi_agent_modules import agent_mapping, build_modules
 from rljax_offline.algorithms.ppo.algorithm import PPO
 from rljax_offline.algorithms.ppo.centralized_value import check_multi_agent_ppo
+from rljax_offline.algorithms.ppo.multi_agent_fine_tuning import module_policy_starts
 from rljax_offline.envs.make import multi_agent_env_factory
 
 __all__ = ["MultiAgentPPO", "multi_agent_ppo"]
@@ -80,9 +82,25 @@ class MultiAgentPPO(PPO):
         _, obs_spaces, act_spaces = probe_agent_spaces(self.env_fn)
         self.mapping = agent_mapping(config)
         (self.module_id, module), = build_modules(config, obs_spaces, act_spaces).items()
+        self.module_setup = module
         self._module_spaces = module.gym_spaces
         self.agents_per_module = len(module.agents)
         super().__init__(config, process)
+
+    def fine_tune_from(self, path: str) -> None:
+        """The shared module's policy weights from the multi-agent checkpoint at `path`
+        (its module of the same id: `ppo.multi_agent_fine_tuning`); the value network
+        starts fresh.
+
+        Args:
+          path: a multi-agent checkpoint with a module of this module's id.
+        """
+        params = jax.device_get(self.state.params)
+        policy = module_policy_starts(path, {self.module_id: self.module_setup},
+                                      {self.module_id: params})[self.module_id]
+        self.state = self.dp.put_replicated(self.state._replace(
+            params={**params, "policy": policy}))
+        self.fine_tuned_from = path
 
     def _gym_spaces(self) -> tuple:
         return self._module_spaces

@@ -23,7 +23,9 @@ Metrics: the team return (the sum over agents) under `env_runners`, per-module l
 metrics under `learners`. Checkpoints, `from_checkpoint`, `policy(module_id)`,
 `export_policy(module_id, ...)` and `evaluate()` are the offline multi-agent facade's
 (`algorithms.multi_agent.MultiAgentAlgorithm`); with `offline_data(output=...)` the sampled
-and evaluated multi-agent episodes are recorded as in IPPO.
+and evaluated multi-agent episodes are recorded as in IPPO. With `init_policy_from` every
+module starts from the policy of the checkpoint's module of the same id
+(`ppo.multi_agent_fine_tuning`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from rljax_offline.algorithms.multi_agent import MultiAgentAlgorithm
 from rljax_offline.algorithms.multi_agent_modules import agent_mapping, build_modules
 from rljax_offline.algorithms.ppo import centralized_value as cv
 from rljax_offline.algorithms.ppo.config import standardize
+from rljax_offline.algorithms.ppo.multi_agent_fine_tuning import module_policy_starts
 from rljax_offline.algorithms.ppo.rollouts import explained_variance
 from rljax_offline.connectors.rows import episode_rows
 from rljax_offline.envs.make import multi_agent_env_factory
@@ -222,7 +225,8 @@ class MultiModulePPO(MultiAgentAlgorithm):
                                   "num_env_steps_sampled_lifetime": self.env_steps_sampled,
                                   "sample_time_s": sample_s},
                   "num_env_steps_sampled_lifetime": self.env_steps_sampled,
-                  "learners": learners, "num_devices": len(self.devices)}
+                  "learners": learners, "num_devices": len(self.devices),
+                  "fine_tuned_from": self.fine_tuned_from}
         interval = self.config.evaluation_interval
         if interval and self.iteration % interval == 0:
             result["evaluation"] = {"env_runners": self.evaluate()}
@@ -247,6 +251,30 @@ class MultiModulePPO(MultiAgentAlgorithm):
             extra = {**states[name].extra, "curr_kl_coeff": coeffs.astype(np.float32)}
             states[name] = states[name]._replace(extra=extra)
         self.state = self.runtime.put_replicated(states)
+
+    # ------------------------------------------------------------------ fine-tuning
+
+    fine_tuned_from: str | None = None
+
+    def fine_tune_from(self, path: str) -> None:
+        """Every module's policy weights from the multi-agent checkpoint at `path`
+        (`ppo.multi_agent_fine_tuning`); `PPOConfig.build()` calls it for
+        `init_policy_from`.
+
+        Args:
+          path: a multi-agent checkpoint with the same module ids.
+        """
+        starts = module_policy_starts(path, self.modules, self._params())
+        states = jax.device_get(self.state)
+        for name, group in self.groups.items():
+            params = dict(states[name].params)
+            stacked = jax.tree_util.tree_map(np.array, params["policy"])
+            for i, m in enumerate(group.module_ids):
+                jax.tree_util.tree_map(lambda x, v, i=i: x.__setitem__(i, v), stacked,
+                                       starts[m])
+            states[name] = states[name]._replace(params={**params, "policy": stacked})
+        self.state = self.runtime.put_replicated(states)
+        self.fine_tuned_from = path
 
     # ------------------------------------------------------------------ acting
 
