@@ -11,7 +11,8 @@ copies), for the env steps that IPPO trains its expert for
 * `spread-mappo`: the same with `centralized_value=True` (the value reads the env's
   `state()`, the three observations concatenated, 54 numbers);
 * `listener-ippo`: speaker-listener with two modules, `speaker` (Discrete(3)) and
-  `listener` (Discrete(5)), trained in one compiled update.
+  `listener` (Discrete(5)), trained in one compiled update; `listener-mappo`: the same
+  with `centralized_value=True` (the env's `state()`, 14 numbers).
 
 Every `eval_every` iterations the greedy modules play 64 evaluation episodes. Team return =
 the sum over agents and the 25 steps. Anchors measured here: simple_spread random -82.4,
@@ -45,11 +46,13 @@ def run_config(run: str, seed: int):
         return config
     if run == "spread-mappo":
         return config.training(centralized_value=True)
-    if run == "listener-ippo":
+    if run in ("listener-ippo", "listener-mappo"):
         spec = ENVS["simple_speaker_listener"]
         mapping = dict(spec.agent_to_module)
-        return (config.environment(f"{spec.env_id}:parallel_env", env_config=dict(spec.kwargs))
-                .multi_agent(policies=set(mapping.values()), policy_mapping_fn=mapping))
+        config = (config.environment(f"{spec.env_id}:parallel_env",
+                                     env_config=dict(spec.kwargs))
+                  .multi_agent(policies=set(mapping.values()), policy_mapping_fn=mapping))
+        return config.training(centralized_value=run == "listener-mappo")
     raise SystemExit(f"unknown run {run!r}")
 
 
