@@ -22,36 +22,13 @@ import numpy as np
 
 from rljax_offline import spaces as sp
 from rljax_offline.acting.multi_agent_runner import agent_spaces, as_parallel
-from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.multi_agent import global_state_shape
 from rljax_offline.connectors.joint_rows import check_synchronized, episode_global_states
 from rljax_offline.episode.multi_agent import MultiAgentEpisode
 
-__all__ = ["GlobalState", "check_multi_agent_ppo"]
+__all__ = ["GlobalState"]
 
 NEXT = "new_global_state"
-
-
-def check_multi_agent_ppo(config: AlgorithmConfig) -> None:
-    """One-line `ConfigError`s for what multi-agent PPO does not do.
-
-    Args:
-      config: a multi-agent `PPOConfig`.
-    """
-    name = type(config).__name__
-    if config.input_ is not None:
-        raise ConfigError(f"{name}.multi_agent(): multi-agent PPO samples its own rollouts "
-                          "(input_ is offline algorithms' data); to start from an offline "
-                          "run use training(init_policy_from=<its checkpoint>)")
-    if config.init_policy_from is not None:
-        raise ConfigError(f"{name}: init_policy_from is applied by PPOConfig.build(); build "
-                          "multi-agent PPO with config.build()")
-    if config.output is not None and not config.output_write_episodes:
-        raise ConfigError(f"{name}.offline_data(output_write_episodes=False): multi-agent "
-                          "PPO records whole multi-agent episodes")
-    if config.num_processes not in (None, 1):
-        raise ConfigError(f"{name}.multi_agent(): multi-agent training runs on one process "
-                          "(any number of its devices)")
 
 
 class GlobalState:

@@ -34,11 +34,32 @@ from rljax_offline.acting.multi_agent_runner import MultiAgentEnvRunner, probe_a
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.multi_agent_modules import agent_mapping, build_modules
 from rljax_offline.algorithms.ppo.algorithm import PPO
-from rljax_offline.algorithms.ppo.centralized_value import check_multi_agent_ppo
 from rljax_offline.algorithms.ppo.multi_agent_fine_tuning import module_policy_starts
 from rljax_offline.envs.make import multi_agent_env_factory
 
-__all__ = ["MultiAgentPPO", "multi_agent_ppo"]
+__all__ = ["MultiAgentPPO", "check_multi_agent_ppo", "multi_agent_ppo"]
+
+
+def check_multi_agent_ppo(config: AlgorithmConfig) -> None:
+    """One-line `ConfigError`s for what multi-agent PPO does not do.
+
+    Args:
+      config: a multi-agent `PPOConfig`.
+    """
+    name = type(config).__name__
+    if config.input_ is not None:
+        raise ConfigError(f"{name}.multi_agent(): multi-agent PPO samples its own rollouts "
+                          "(input_ is offline algorithms' data); to start from an offline "
+                          "run use training(init_policy_from=<its checkpoint>)")
+    if config.init_policy_from is not None:
+        raise ConfigError(f"{name}: init_policy_from is applied by PPOConfig.build(); build "
+                          "multi-agent PPO with config.build()")
+    if config.output is not None and not config.output_write_episodes:
+        raise ConfigError(f"{name}.offline_data(output_write_episodes=False): multi-agent "
+                          "PPO records whole multi-agent episodes")
+    if config.num_processes not in (None, 1):
+        raise ConfigError(f"{name}.multi_agent(): multi-agent training runs on one process "
+                          "(any number of its devices)")
 
 
 def multi_agent_ppo(config: AlgorithmConfig, process: Any = None) -> Any:

@@ -47,6 +47,7 @@ from rljax_offline.algorithms.multi_agent import MultiAgentAlgorithm
 from rljax_offline.algorithms.multi_agent_modules import agent_mapping, build_modules
 from rljax_offline.algorithms.ppo import centralized_value as cv
 from rljax_offline.algorithms.ppo.config import standardize
+from rljax_offline.algorithms.ppo.multi_agent import check_multi_agent_ppo
 from rljax_offline.algorithms.ppo.multi_agent_fine_tuning import module_policy_starts
 from rljax_offline.algorithms.ppo.rollouts import explained_variance
 from rljax_offline.connectors.rows import episode_rows
@@ -68,7 +69,7 @@ class MultiModulePPO(MultiAgentAlgorithm):
 
     def __init__(self, config: AlgorithmConfig, process: Any = None):
         config.validate()
-        cv.check_multi_agent_ppo(config)
+        check_multi_agent_ppo(config)
         self.config = config
         self.env_fn = multi_agent_env_factory(config.env, config.env_config)
         self.global_state = (cv.GlobalState.of(self.env_fn, config.seed)
