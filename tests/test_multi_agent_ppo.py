@@ -5,7 +5,8 @@ episodes and trains single-agent PPO's learner on every agent's episode.
   episode, best: 24) the team return climbs from random to near the best;
 * the train batch counts env steps (every agent's steps) or agent steps (`count_steps_by`);
 * evaluation reports the team return; a checkpoint restores as multi-agent PPO;
-* several modules, and fine-tuning from offline data, are one-line named errors.
+* several modules are `MultiModulePPO`'s (not this class's); fine-tuning from offline data
+  is a one-line named error.
 """
 
 import gymnasium as gym
@@ -84,8 +85,8 @@ def test_agent_steps_count_rows():
 
 def test_what_multi_agent_ppo_does_not_do_is_a_named_error():
     with pytest.raises(ConfigError, match="one module every agent shares"):
-        _config(policies={"a", "b", "c"}, policy_mapping_fn=lambda a, e: a).build()
-    with pytest.raises(ConfigError, match="fine-tuning from offline data is not built yet"):
+        MultiAgentPPO(_config(policies={"a", "b", "c"}, policy_mapping_fn=lambda a, e: a))
+    with pytest.raises(ConfigError, match="samples its own rollouts"):
         _config().offline_data(input_="somewhere").build()
     with pytest.raises(ConfigError, match="records whole multi-agent episodes"):
         _config().offline_data(output="somewhere", output_write_episodes=False).build()

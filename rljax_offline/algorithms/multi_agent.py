@@ -61,7 +61,7 @@ def _check(config: AlgorithmConfig) -> None:
     """One-line errors for what multi-agent training does not do (yet)."""
     why = None
     if config.trains_online:
-        why = ("online multi-agent training is built for PPO (IPPO with a shared module); "
+        why = ("online multi-agent training is built for PPO (IPPO, MAPPO); "
                f"{config.algo_name} trains offline here")
     elif config.streams_data:
         why = "multi-agent data is materialized on the devices (materialize_data=True)"
@@ -75,7 +75,7 @@ def _check(config: AlgorithmConfig) -> None:
         raise ConfigError(f"{type(config).__name__}.multi_agent(): {why}")
 
 
-def _global_state_shape(env: Any, seed: int) -> tuple | None:
+def global_state_shape(env: Any, seed: int) -> tuple | None:
     """The shape of the env's global state (`state_space`, else `state()` after a reset);
     None for an env without `state()`."""
     space = getattr(env, "state_space", None)
@@ -104,7 +104,7 @@ class MultiAgentAlgorithm:
         try:
             _, obs_spaces, act_spaces = agent_spaces(probe)
             self.team = config.trains_team_module
-            state_shape = (_global_state_shape(probe, config.seed)
+            state_shape = (global_state_shape(probe, config.seed)
                            if self.team and config.use_global_state else None)
         finally:
             getattr(probe, "close", lambda: None)()

@@ -109,7 +109,8 @@ def module_config(config: AlgorithmConfig, module_id: str) -> AlgorithmConfig:
 
 
 def build_modules(config: AlgorithmConfig, observation_spaces: Mapping,
-                  action_spaces: Mapping) -> dict[str, ModuleSetup]:
+                  action_spaces: Mapping, spec_options: Mapping | None = None
+                  ) -> dict[str, ModuleSetup]:
     """Every module of `config` for an env with these per-agent spaces: agents mapped, each
     module's config, spec and pipelines built (one spec object for modules of equal config
     and spaces, so they group).
@@ -118,6 +119,8 @@ def build_modules(config: AlgorithmConfig, observation_spaces: Mapping,
       config: a multi-agent config.
       observation_spaces: `{agent_id: gymnasium space}`.
       action_spaces: `{agent_id: gymnasium space}`.
+      spec_options: keyword arguments for every module's `make_spec` (MAPPO's
+        `value_input`); None: none.
 
     Raises:
       ConfigError: an agent mapped to an unknown module, a module no agent maps to, agents
@@ -146,7 +149,7 @@ def build_modules(config: AlgorithmConfig, observation_spaces: Mapping,
         spaces = Spaces.of(*gym_spaces)
         key = _build_key(cfg, gym_spaces)
         if key not in built:
-            built[key] = pipelines.build(cfg, spaces)
+            built[key] = pipelines.build(cfg, spaces, **(spec_options or {}))
         spec, pipes = built[key]
         per_agent = len(agents[module_id]) if config.count_steps_by == "env_steps" else 1
         out[module_id] = ModuleSetup(cfg, gym_spaces, spaces, spec, pipes,

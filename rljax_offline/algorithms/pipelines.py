@@ -69,15 +69,17 @@ def _learner_base(config: AlgorithmConfig, spaces: Spaces, custom: list[Connecto
                            add_default_connectors=config.add_default_connectors_to_learner_pipeline)
 
 
-def build(config: AlgorithmConfig, spaces: Spaces) -> tuple[AlgorithmSpec, Pipelines]:
+def build(config: AlgorithmConfig, spaces: Spaces, **spec_options: Any
+          ) -> tuple[AlgorithmSpec, Pipelines]:
     """The spec the config makes for the spaces after the learner pipeline's defaults
-    (unchanged), and the pipelines around it."""
+    (unchanged), and the pipelines around it; `spec_options` go to `make_spec` (MAPPO's
+    `value_input`)."""
     custom = _custom_learner_pieces(config, spaces)
     # lstm_use_prev_action / _reward: stateless pieces after the user's, in both pipelines
     model = model_connectors(config.model_config or {})
     base = _learner_base(config, spaces, custom, model)
     out = base.out_spaces(spaces)
-    spec: AlgorithmSpec = config.make_spec(out.observation, out.action)
+    spec: AlgorithmSpec = config.make_spec(out.observation, out.action, **spec_options)
     sequences, seq_kwargs, columns = (), {}, tuple(spec.data.columns)
     if spec.acting.is_stateful:
         policy = spec.acting.policy

@@ -14,6 +14,11 @@ every device; a module's data is sharded along rows. Each group has its own batc
 module's rows per update: with RLlib's `count_steps_by="env_steps"` a module that several
 agents share draws that many steps of each), so each group places its data with a
 `DataParallel` of that size; the devices and the mode are common to all.
+
+On-policy epochs (PPO over several modules, `epochs_on_device`): each module's rollout
+columns, replicated, run the single-module epoch program (`DataParallel.epochs_on_device`:
+a fresh permutation an epoch, minibatches of the group's batch size) under `vmap` over the
+group's modules, every group in the same compiled program.
 """
 
 from __future__ import annotations
@@ -22,12 +27,17 @@ from collections.abc import Collection, Mapping
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.sharding import PartitionSpec as P
 
 from rljax_offline.data.device import DeviceData
 from rljax_offline.learning.data_parallel import DataParallel, last_and_mean
-from rljax_offline.learning.multi_module import ModuleGroup, make_multi_update
+from rljax_offline.learning.multi_module import (
+    ModuleGroup,
+    check_policies_to_train,
+    make_multi_update,
+)
 from rljax_offline.learning.update import AXIS
 
 __all__ = ["MultiModuleParallel"]
@@ -53,6 +63,7 @@ class MultiModuleParallel:
                                        mode=mode) for name, group in self.groups.items()}
         self.dp = next(iter(self.dps.values()))  # the mesh, the placement and the mode
         self.devices = devices
+        self.trained = check_policies_to_train(self.groups, policies_to_train)
         self._update = make_multi_update(self.groups, policies_to_train,
                                          axis_name=self.dp.axis_name,
                                          grads_summed=mode == "shard_map")
@@ -141,3 +152,41 @@ class MultiModuleParallel:
         return self._compiled[key](states, {m: d.columns for m, d in data.items()},
                                    {m: d.episode_starts for m, d in data.items()},
                                    {m: d.episode_lengths for m, d in data.items()})
+
+    def epochs_on_device(self, num_epochs: int):
+        """`(states, data) -> (states, {module_id: metrics})`: `num_epochs` on-policy epochs
+        of every trained module in one program. `data` maps group names to the modules'
+        rollout columns stacked on a leading module axis (`[num_modules, rows, ...]`, the
+        same rows for each module of a group), replicated; each module runs the
+        single-module epochs (`DataParallel.epochs_on_device`) on its own rows with its own
+        RNG, under `vmap` over the group. A module outside `policies_to_train` keeps its
+        state exactly (a group with none that trains is not computed).
+
+        Args:
+          num_epochs: passes over each module's rows.
+        """
+        if num_epochs < 1:
+            raise ValueError(f"num_epochs must be >= 1, got {num_epochs}")
+        plans = {}
+        for name, group in self.groups.items():
+            mask = np.array([m in self.trained for m in group.module_ids])
+            plans[name] = (group, mask, self.dps[name]._epoch_steps(num_epochs))
+
+        def per_device(states: dict, data: dict):
+            new_states, metrics = dict(states), {}
+            for name, (group, mask, epochs) in plans.items():
+                if not mask.any():
+                    continue
+                new, group_metrics = jax.vmap(epochs)(states[name], data[name])
+                if not mask.all():
+                    new = jax.tree_util.tree_map(
+                        lambda n, o, m=mask: jnp.where(m.reshape(-1, *[1] * (n.ndim - 1)),
+                                                       n, o), new, states[name])
+                new_states[name] = new
+                for i, module_id in enumerate(group.module_ids):
+                    if mask[i]:
+                        metrics[module_id] = jax.tree_util.tree_map(lambda x, i=i: x[i],
+                                                                    group_metrics)
+            return new_states, metrics
+
+        return self.dp.compile_per_device(per_device, (P(),))

@@ -81,6 +81,7 @@ from rljax_offline.models.policy import MODEL_CONFIG_DEFAULTS, is_recurrent, mak
 from rljax_offline.models.recurrent import step_rows
 
 PPO_COLUMNS = ("obs", "actions", "action_logp", "advantages", "value_targets", "vf_preds")
+GLOBAL_STATE = "global_state"  # MAPPO's value input column (`ppo.centralized_value`)
 
 
 def _advantages(rewards, values, next_values, ends, mask, gamma: float, lambda_: float):
@@ -114,20 +115,22 @@ def _gae_columns(adv, values, mask, shape) -> dict:
     return {k: jax.lax.stop_gradient(v.reshape(shape)) for k, v in out.items()}
 
 
-def general_advantage_estimation(gamma: float, lambda_: float, value: Network) -> Connector:
+def general_advantage_estimation(gamma: float, lambda_: float, value: Network,
+                                  value_input: str = "obs") -> Connector:
     """Learner piece: `advantages` (GAE(gamma, lambda_)) and `value_targets` (advantages +
     V(s)) per step, from `V` of `value` (`models.actor_critic.critic`, which reads the whole
     `ctx.params`). The value after
     an episode's last step is `V(new_obs)` unless the episode terminated (a truncated or cut
     episode bootstraps). Advantages are not standardized here: that is over the whole train
-    batch (see `standardize`)."""
+    batch (see `standardize`). `value_input`: the column `V` reads, its next-step column
+    `new_<value_input>` (MAPPO: `global_state`, `new_global_state`)."""
 
     def apply(episodes, batch, ctx):
         B, T = episodes.batch_size, episodes.max_len
         v_params = _value_params(ctx)
         mask = batch["loss_mask"].reshape(B, T)
-        values = value.apply(v_params, batch["obs"]).reshape(B, T)
-        next_values = value.apply(v_params, batch["new_obs"]).reshape(B, T)
+        values = value.apply(v_params, batch[value_input]).reshape(B, T)
+        next_values = value.apply(v_params, batch[f"new_{value_input}"]).reshape(B, T)
         adv = _advantages(batch["rewards"].reshape(B, T), values, next_values,
                           batch["terminateds"].reshape(B, T), mask, gamma, lambda_)
         return episodes, {**batch, **_gae_columns(adv, values, mask, (B * T,))}
@@ -166,6 +169,27 @@ def sequence_advantage_estimation(gamma: float, lambda_: float, value: Network,
     return stateless(apply)
 
 
+def centralized_critic(state_spec, model_config: dict | None, recurrent: bool) -> Network:
+    """MAPPO's value network: `critic` on the global state, reading the batch's
+    `global_state` column where the loss passes it `obs` (feed-forward, its own layers).
+
+    Args:
+      state_spec: the global state's spec.
+      model_config: RLlib's model-config keys.
+      recurrent: whether the policy is recurrent (refused: a named error).
+    """
+    if recurrent or (model_config or {}).get("vf_share_layers"):
+        raise ConfigError("centralized_value=True (MAPPO) needs a feed-forward value network "
+                          "of its own: set model_config vf_share_layers=False and no "
+                          "use_lstm / use_gru")
+    value = critic(state_spec, model_config)
+
+    def steps(params, batch, with_next=False, state_in=None):
+        return value.steps(params, {**batch, "obs": batch[GLOBAL_STATE]}, with_next, state_in)
+
+    return value._replace(steps=steps)
+
+
 def standardize(x, mask=None, eps: float = 1e-8):
     """Zero mean, unit variance over the train batch's valid steps (RLlib standardizes
     advantages over the batch); 0 on padding (`mask` False)."""
@@ -198,7 +222,7 @@ class PPOConfig(AlgorithmConfig):
     """
 
     algorithm_class = "rljax_offline.algorithms.ppo.algorithm:PPO"
-    multi_agent_class = "rljax_offline.algorithms.ppo.multi_agent:MultiAgentPPO"
+    multi_agent_class = "rljax_offline.algorithms.ppo.multi_agent:multi_agent_ppo"
     algo_name = "ppo"
     trains_online = True
 
@@ -225,6 +249,15 @@ class PPOConfig(AlgorithmConfig):
         "offline data's returns-to-go before the first PPO update")
     value_warmup_lr: float = option(3e-3, "training", positive_float,
                                     "learning rate of the value warm-up")
+    # MAPPO (Yu et al. 2022, "The Surprising Effectiveness of PPO in Cooperative Multi-Agent
+    # Games"): RLlib has no such option. Named for what it changes, the value function
+    # (`vf_*` options, RLlib's spelling "centralized"), not the algorithm, so one config
+    # class holds IPPO and MAPPO and the option reads as the one difference between them.
+    centralized_value: bool = option(
+        False, "training", boolean, "multi-agent (MAPPO): every module's value network reads "
+        "the global state at the agent's env step (the env's state(), else every agent's "
+        "observation concatenated in agent order) instead of the agent's observation; the "
+        "actors stay decentralised")
     num_envs_per_env_runner: int = option(1, "env_runners", positive_int,
                                           "vectorised envs sampled together")
     evaluation_interval: int = option(0, "evaluation", non_negative_int,
@@ -252,14 +285,22 @@ class PPOConfig(AlgorithmConfig):
             raise ConfigError(f"{type(self).__name__}: init_policy_from must be {expected}, "
                               f"got {self.init_policy_from!r}")
 
-    def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
+    def make_spec(self, obs_spec, act_spec, value_input=None) -> AlgorithmSpec:
         """PPO's spec. Recurrent (`use_lstm` / `use_gru`): the policy and the value network
         are recurrent with their own cells (`actor_critic_module`), the train rows are
         `max_seq_len` sequences, GAE runs on them (`sequence_advantage_estimation`) and the
-        loss unrolls both networks from the sequences' recorded `state_in`."""
+        loss unrolls both networks from the sequences' recorded `state_in`.
+
+        Args:
+          obs_spec: the policy's observation spec (after the learner pipeline's pieces).
+          act_spec: the action spec.
+          value_input: MAPPO's global-state spec: the value network reads the column
+            `global_state` (and GAE `new_global_state`) instead of `obs`; None: `obs`.
+        """
         self.check_spaces(obs_spec, act_spec)
         policy = make_policy(obs_spec, act_spec, **self.model_config)
-        value = critic(obs_spec, self.model_config)
+        value = (critic(obs_spec, self.model_config) if value_input is None
+                 else centralized_critic(value_input, self.model_config, policy.is_stateful))
         module = actor_critic_module(policy, value) if policy.is_stateful else None
         optimizer = make_optimizer(self.lr, self.grad_clip)
         clip, vf_clip = self.clip_param, self.vf_clip_param
@@ -299,8 +340,10 @@ class PPOConfig(AlgorithmConfig):
         act = lambda params, obs: policy.apply(params["policy"], obs)
         if module is None:
             acting = ActingSpec(act=act, dist=policy.dist)
-            data = DataSpec(columns=PPO_COLUMNS, learner_connector=(
-                general_advantage_estimation(self.gamma, self.lambda_, value),))
+            column = "obs" if value_input is None else GLOBAL_STATE
+            data = DataSpec(columns=tuple(dict.fromkeys((*PPO_COLUMNS, column))),
+                            learner_connector=(general_advantage_estimation(
+                                self.gamma, self.lambda_, value, column),))
         else:
             acting = ActingSpec(act=act, dist=policy.dist, policy=module, policy_network=None)
             data = DataSpec(columns=PPO_COLUMNS, sequence_connector=(
@@ -344,13 +387,25 @@ class PPOConfig(AlgorithmConfig):
         `input_` is set, the checkpoint's offline data for the value warm-up; then starts
         from its policy (`PPO.fine_tune_from`). The built algorithm's config names no
         checkpoint: its own checkpoints hold the started-from weights, so restoring one
-        does not need (or re-read) the original."""
+        does not need (or re-read) the original. Multi-agent: each module starts from the
+        checkpoint's module of the same id (`ppo.multi_agent_fine_tuning`), with
+        `value_warmup_updates=0`. `centralized_value=True` needs
+        `multi_agent()` (a one-line `ConfigError` otherwise)."""
+        if self.centralized_value and not self.is_multi_agent:
+            raise ConfigError(f"{type(self).__name__}: centralized_value=True (MAPPO) is a "
+                              "multi-agent option: call multi_agent(...) too")
         if self.init_policy_from is None:
             return AlgorithmConfig.build(self)
         saved = ckpt.load_meta(self.init_policy_from).get("config", {})
         changes = {"model_config": saved.get("model_config", self.model_config),
                    "init_policy_from": None}
-        if self.input_ is None and saved.get("input_") is not None:
+        if self.is_multi_agent:  # `ppo.multi_agent_fine_tuning`: no value warm-up yet
+            if self.value_warmup_updates:
+                raise ConfigError(f"{type(self).__name__}.multi_agent(): fine-tuning "
+                                  "several agents starts the value networks fresh (no value "
+                                  "warm-up on multi-agent data yet): set "
+                                  "value_warmup_updates=0")
+        elif self.input_ is None and saved.get("input_") is not None:
             changes["input_"] = saved["input_"]
         algo = AlgorithmConfig.build(dataclasses.replace(self, **changes))
         algo.fine_tune_from(self.init_policy_from)

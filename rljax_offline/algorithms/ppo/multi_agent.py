@@ -12,10 +12,12 @@ The episode metrics are the team's (the sum over agents); evaluation runs the gr
 in the multi-agent env. With `offline_data(output=...)` every whole multi-agent episode
 sampled (`<output>/sampled/`) and evaluated (`<output>/evaluation/`) is recorded in the
 multi-agent Parquet format (`acting.multi_agent_episode_output`): IPPO's replay, what the
-medium-replay data sets are made of.
+medium-replay data sets are made of. With `init_policy_from` (a multi-agent checkpoint) the
+module starts from the policy of the checkpoint's module of the same id.
 
-Several modules (one per agent, or per kind of agent) and a centralised value (MAPPO) are not
-built yet: a one-line `ConfigError`.
+Several modules (one per agent, or per kind of agent) and a centralised value (MAPPO,
+`centralized_value=True`) train in `ppo.multi_module.MultiModulePPO`: `multi_agent_ppo`,
+what `PPOConfig.build()` calls for a multi-agent config, picks the class.
 """
 
 from __future__ import annotations
@@ -32,9 +34,48 @@ from rljax_offline.acting.multi_agent_runner import MultiAgentEnvRunner, probe_a
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.multi_agent_modules import agent_mapping, build_modules
 from rljax_offline.algorithms.ppo.algorithm import PPO
+from rljax_offline.algorithms.ppo.multi_agent_fine_tuning import module_policy_starts
 from rljax_offline.envs.make import multi_agent_env_factory
 
-__all__ = ["MultiAgentPPO"]
+__all__ = ["MultiAgentPPO", "check_multi_agent_ppo", "multi_agent_ppo"]
+
+
+def check_multi_agent_ppo(config: AlgorithmConfig) -> None:
+    """One-line `ConfigError`s for what multi-agent PPO does not do.
+
+    Args:
+      config: a multi-agent `PPOConfig`.
+    """
+    name = type(config).__name__
+    if config.input_ is not None:
+        raise ConfigError(f"{name}.multi_agent(): multi-agent PPO samples its own rollouts "
+                          "(input_ is offline algorithms' data); to start from an offline "
+                          "run use training(init_policy_from=<its checkpoint>)")
+    if config.init_policy_from is not None:
+        raise ConfigError(f"{name}: init_policy_from is applied by PPOConfig.build(); build "
+                          "multi-agent PPO with config.build()")
+    if config.output is not None and not config.output_write_episodes:
+        raise ConfigError(f"{name}.offline_data(output_write_episodes=False): multi-agent "
+                          "PPO records whole multi-agent episodes")
+    if config.num_processes not in (None, 1):
+        raise ConfigError(f"{name}.multi_agent(): multi-agent training runs on one process "
+                          "(any number of its devices)")
+
+
+def multi_agent_ppo(config: AlgorithmConfig, process: Any = None) -> Any:
+    """What a multi-agent `PPOConfig` builds: `MultiAgentPPO` (single-agent PPO's learner as
+    it is) for one module every agent shares and a decentralised value, else
+    `ppo.multi_module.MultiModulePPO` (several modules in one compiled update, MAPPO).
+
+    Args:
+      config: a `PPOConfig` on which `multi_agent()` was called.
+      process: the process setup `build()` did.
+    """
+    shared = len(config.policies) == 1 and not any(config.policies.values())
+    if shared and not config.centralized_value:
+        return MultiAgentPPO(config, process)
+    from rljax_offline.algorithms.ppo.multi_module import MultiModulePPO
+    return MultiModulePPO(config, process)
 
 
 class MultiAgentPPO(PPO):
@@ -54,20 +95,33 @@ class MultiAgentPPO(PPO):
             raise ConfigError(f"{type(config).__name__}.multi_agent(): multi-agent PPO trains "
                               "one module every agent shares (IPPO with parameter sharing); "
                               f"got policies {config.policies}")
-        if config.input_ is not None or config.init_policy_from is not None:
-            raise ConfigError(f"{type(config).__name__}.multi_agent(): multi-agent PPO "
-                              "samples its own rollouts; fine-tuning from offline data is "
-                              "not built yet")
-        if config.output is not None and not config.output_write_episodes:
-            raise ConfigError(f"{type(config).__name__}.offline_data(output_write_episodes="
-                              "False): multi-agent PPO records whole multi-agent episodes")
+        if config.centralized_value:
+            raise ConfigError(f"{type(config).__name__}: centralized_value=True is "
+                              "MultiModulePPO's (build with config.build())")
+        check_multi_agent_ppo(config)
         self.env_fn = multi_agent_env_factory(config.env, config.env_config)
         _, obs_spaces, act_spaces = probe_agent_spaces(self.env_fn)
         self.mapping = agent_mapping(config)
         (self.module_id, module), = build_modules(config, obs_spaces, act_spaces).items()
+        self.module_setup = module
         self._module_spaces = module.gym_spaces
         self.agents_per_module = len(module.agents)
         super().__init__(config, process)
+
+    def fine_tune_from(self, path: str) -> None:
+        """The shared module's policy weights from the multi-agent checkpoint at `path`
+        (its module of the same id: `ppo.multi_agent_fine_tuning`); the value network
+        starts fresh.
+
+        Args:
+          path: a multi-agent checkpoint with a module of this module's id.
+        """
+        params = jax.device_get(self.state.params)
+        policy = module_policy_starts(path, {self.module_id: self.module_setup},
+                                      {self.module_id: params})[self.module_id]
+        self.state = self.dp.put_replicated(self.state._replace(
+            params={**params, "policy": policy}))
+        self.fine_tuned_from = path
 
     def _gym_spaces(self) -> tuple:
         return self._module_spaces
