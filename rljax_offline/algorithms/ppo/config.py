@@ -222,7 +222,7 @@ class PPOConfig(AlgorithmConfig):
     """
 
     algorithm_class = "rljax_offline.algorithms.ppo.algorithm:PPO"
-    multi_agent_class = "rljax_offline.algorithms.ppo.multi_agent:multi_agent_ppo"
+    multi_agent_class = "rljax_offline.algorithms.ppo.multi_module:multi_agent_ppo"
     algo_name = "ppo"
     trains_online = True
 

@@ -16,8 +16,9 @@ medium-replay data sets are made of. With `init_policy_from` (a multi-agent chec
 module starts from the policy of the checkpoint's module of the same id.
 
 Several modules (one per agent, or per kind of agent) and a centralised value (MAPPO,
-`centralized_value=True`) train in `ppo.multi_module.MultiModulePPO`: `multi_agent_ppo`,
-what `PPOConfig.build()` calls for a multi-agent config, picks the class.
+`centralized_value=True`) train in `ppo.multi_module.MultiModulePPO`;
+`ppo.multi_module.multi_agent_ppo`, what `PPOConfig.build()` calls for a multi-agent config,
+picks the class.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from rljax_offline.algorithms.ppo.algorithm import PPO
 from rljax_offline.algorithms.ppo.multi_agent_fine_tuning import module_policy_starts
 from rljax_offline.envs.make import multi_agent_env_factory
 
-__all__ = ["MultiAgentPPO", "check_multi_agent_ppo", "multi_agent_ppo"]
+__all__ = ["MultiAgentPPO", "check_multi_agent_ppo"]
 
 
 def check_multi_agent_ppo(config: AlgorithmConfig) -> None:
@@ -60,22 +61,6 @@ def check_multi_agent_ppo(config: AlgorithmConfig) -> None:
     if config.num_processes not in (None, 1):
         raise ConfigError(f"{name}.multi_agent(): multi-agent training runs on one process "
                           "(any number of its devices)")
-
-
-def multi_agent_ppo(config: AlgorithmConfig, process: Any = None) -> Any:
-    """What a multi-agent `PPOConfig` builds: `MultiAgentPPO` (single-agent PPO's learner as
-    it is) for one module every agent shares and a decentralised value, else
-    `ppo.multi_module.MultiModulePPO` (several modules in one compiled update, MAPPO).
-
-    Args:
-      config: a `PPOConfig` on which `multi_agent()` was called.
-      process: the process setup `build()` did.
-    """
-    shared = len(config.policies) == 1 and not any(config.policies.values())
-    if shared and not config.centralized_value:
-        return MultiAgentPPO(config, process)
-    from rljax_offline.algorithms.ppo.multi_module import MultiModulePPO
-    return MultiModulePPO(config, process)
 
 
 class MultiAgentPPO(PPO):

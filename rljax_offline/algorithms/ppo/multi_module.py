@@ -47,7 +47,7 @@ from rljax_offline.algorithms.multi_agent import MultiAgentAlgorithm
 from rljax_offline.algorithms.multi_agent_modules import agent_mapping, build_modules
 from rljax_offline.algorithms.ppo import centralized_value as cv
 from rljax_offline.algorithms.ppo.config import standardize
-from rljax_offline.algorithms.ppo.multi_agent import check_multi_agent_ppo
+from rljax_offline.algorithms.ppo.multi_agent import MultiAgentPPO, check_multi_agent_ppo
 from rljax_offline.algorithms.ppo.multi_agent_fine_tuning import module_policy_starts
 from rljax_offline.algorithms.ppo.rollouts import explained_variance
 from rljax_offline.connectors.rows import episode_rows
@@ -56,7 +56,7 @@ from rljax_offline.learning.data_parallel import select_devices
 from rljax_offline.learning.multi_data_parallel import MultiModuleParallel
 from rljax_offline.learning.multi_module import group_modules, init_multi_state, unstack
 
-__all__ = ["MultiModulePPO"]
+__all__ = ["MultiModulePPO", "multi_agent_ppo"]
 
 
 class MultiModulePPO(MultiAgentAlgorithm):
@@ -312,3 +312,18 @@ class MultiModulePPO(MultiAgentAlgorithm):
         self._close_sampling()
         for out in self._outputs.values():
             out.close()
+
+
+def multi_agent_ppo(config: AlgorithmConfig, process: Any = None) -> Any:
+    """What a multi-agent `PPOConfig` builds: `MultiAgentPPO` (single-agent PPO's learner as
+    it is) for one module every agent shares and a decentralised value, else
+    `MultiModulePPO` (several modules in one compiled update, MAPPO).
+
+    Args:
+      config: a `PPOConfig` on which `multi_agent()` was called.
+      process: the process setup `build()` did.
+    """
+    shared = len(config.policies) == 1 and not any(config.policies.values())
+    if shared and not config.centralized_value:
+        return MultiAgentPPO(config, process)
+    return MultiModulePPO(config, process)
