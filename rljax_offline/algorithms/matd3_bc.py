@@ -19,9 +19,11 @@ agent's step (`connectors.joint_rows`: `obs` `[N, A, d]`, `actions` `[N, A, k]`,
   agent's target action at its next observation plus its own clipped Gaussian noise (target
   policy smoothing per agent);
 * the actor, every `update_actor_interval`-th update: `-lambda * Q_1(s, pi(o_1), ...,
-  pi(o_A)) + mean_{agents, dims} (pi(o_i) - a_i)^2`, every agent's action replaced by its
-  actor's (OG-MARL's joint form), `lambda = alpha / mean|Q_1|` over the global batch (TD3+BC's
-  normalisation, held constant in the gradient); targets follow with Polyak `tau`.
+  pi(o_A)) + mean_{agents} mean_{dims} (pi(o_i) - a_i)^2`, every agent's action replaced by
+  its actor's (OG-MARL's joint form), `lambda = alpha / (A * mean|Q_1|)` over the global
+  batch (TD3+BC's normalisation, held constant in the gradient): the `1/A` matches the BC
+  term's mean over the agents, so each agent's action sees TD3+BC's balance of Q against BC
+  (without it the Q term weighs A times alpha per agent); targets follow with Polyak `tau`.
 
 The global state is the env's `state()` as `MultiAgentEnvRunner` records it (PettingZoo's
 `state()`; the multi-agent Parquet format keeps it per env step), or, with
@@ -184,11 +186,16 @@ class MATD3BCConfig(TD3BCConfig):
             mixed = jnp.where(owner[:, None], joint(unit)[None], data_joint(actions)[None])
             return jax.vmap(lambda a: q.apply(q_params, state, a)[0])(mixed).mean(0)
 
+        # "joint": each agent's action gets Q_1's whole gradient but 1/A of the BC term (a mean
+        # over agents); 1/A on the Q term too keeps TD3+BC's per-agent balance of alpha ("own"
+        # has it already: its Q term is a mean over the agents)
+        q_share = num_agents if self.actor_q_actions == "joint" else 1
+
         def actor_loss(params, batch, rng, axis):
             unit = units(params["policy"], batch["obs"])
             q1 = actor_q(params["q"], batch["global_state"], unit, batch["actions"])
-            lam = alpha / jax.lax.stop_gradient(
-                jnp.maximum(axis.mean(jnp.abs(q1), batch["loss_mask"]), 1e-6))
+            lam = alpha / (q_share * jax.lax.stop_gradient(
+                jnp.maximum(axis.mean(jnp.abs(q1), batch["loss_mask"]), 1e-6)))
             data = data_units(batch["actions"])
             sq = {m: (unit[m] - data[m]) ** 2 for m in actors}  # [N, A_m, k_m] each
             # the mean over agents of each agent's mean over its own action dims
