@@ -8,6 +8,7 @@ Box(0, 1, (5,))), the modules `speaker` and `listener`, recorded here with rando
   3 + 11 observation and 3 + 5 action columns;
 * the critic's and the BC losses fall; each module's actor acts for its agent in the env;
   save / restore resumes exactly;
+* each agent weighs Q against its BC as TD3+BC does (the joint form's `1/A`);
 * module overrides with several modules: a named error.
 """
 
@@ -29,6 +30,7 @@ from rljax_offline.data.multi_agent_io import write_multi_agent_episodes  # noqa
 from rljax_offline.envs.make import multi_agent_env_factory  # noqa: E402
 from rljax_offline.errors import ConfigError  # noqa: E402
 from rljax_offline.learning.multi_module import unstack  # noqa: E402
+from rljax_offline.learning.update import BatchAxis  # noqa: E402
 
 SL = "mpe2.simple_speaker_listener_v4:parallel_env"
 ENV_CONFIG = {"continuous_actions": True, "max_cycles": 8}
@@ -155,3 +157,23 @@ def test_module_overrides_with_several_modules_are_a_named_error(data):
     with pytest.raises(ConfigError, match=r"one config: drop the overrides of policies "
                                           r"\['speaker'\]"):
         config.build()
+
+
+@pytest.mark.parametrize("form, share", [("joint", 2), ("own", 1)])
+def test_each_agent_weighs_q_against_bc_as_td3_bc(data, form, share):
+    """The joint form's Q term has every agent's action, its BC term a mean over the
+    agents: `lambda = alpha / (A mean|Q_1|)` keeps TD3+BC's per-agent balance; the "own"
+    form's Q term is a mean over the agents already (`alpha / mean|Q_1|`)."""
+    algo = _config(data, actor_q_actions=form, alpha=2.5).learners(num_devices=1).build()
+    algo.load_data()
+    team = "listener+speaker"
+    actor = next(loss for loss in algo.modules[team].spec.learning.losses
+                 if loss.name == "actor")
+    cols = jax.device_get(algo.data[team].columns)
+    batch = {k: np.asarray(v)[:64] for k, v in cols.items()}
+    batch["loss_mask"] = np.ones(64, np.float32)
+    _, out = actor.fn(_params(algo)[team], batch, jax.random.split(jax.random.PRNGKey(0), 64),
+                      BatchAxis())
+    lam = np.asarray(out["q_lambda"])
+    q1 = (np.asarray(out["bc_loss"]) - np.asarray(out["policy_loss"])) / lam
+    np.testing.assert_allclose(lam * share * np.mean(np.abs(q1)), 2.5, rtol=1e-4)
