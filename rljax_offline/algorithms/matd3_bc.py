@@ -75,9 +75,9 @@ def joint_action_spec(act_specs: Sequence[sp.BoxSpec]) -> sp.BoxSpec:
 def _rows_of(x, agents: tuple, width: int):
     """Agents `agents`' own `width` features of padded joint rows `[N, A, d_max]`:
     `[N, len(agents), width]` (the rows themselves when that is all of them)."""
-    if agents == tuple(range(x.shape[1])) and width == x.shape[2]:
-        return x
-    return x[:, list(agents), :width]
+    if agents != tuple(range(x.shape[1])):
+        x = x[:, list(agents)]
+    return x[..., :width] if x.ndim == 3 and width < x.shape[2] else x
 
 
 @dataclasses.dataclass(frozen=True)

@@ -80,15 +80,15 @@ def pad_agent_columns(per_agent: Sequence[np.ndarray], column: str) -> np.ndarra
 
 
 def agent_block(rows, agent: int, width: int):
-    """Agent `agent`'s own `width` features of padded joint rows `[N, A, d_max]`: `[N, width]`
-    (a static slice; works on numpy and jax arrays alike).
+    """Agent `agent`'s own `width` features of padded joint rows `[N, A, ...]`, flat:
+    `[N, width]` (a static slice; works on numpy and jax arrays alike).
 
     Args:
       rows: a padded column of joint rows.
       agent: the agent's index on the rows' agent axis.
       width: the agent's own (flat) width.
     """
-    return rows[:, agent, :width]
+    return rows[:, agent].reshape(rows.shape[0], -1)[:, :width]
 
 
 def check_synchronized(episode: MultiAgentEpisode, agent_ids: Sequence) -> None:
