@@ -15,9 +15,12 @@ updates per second; `--plot=DIR` draws each set's normalised evaluations over up
 `DIR/<set>.png`. Needs the `[multiagent]` extra.
 
     PYTHONPATH=. python benchmarks/multi_agent_scoreboard.py DATA_ROOT [SEEDS] [ITERATIONS] \
-        [UPDATES] [--per-agent] [--only=SET:ALGO,...] [--plot=DIR]
+        [UPDATES] [--per-agent] [--only=SET:ALGO,...|--only=continuous] [--plot=DIR]
 
-DATA_ROOT holds one folder per set (`spread-eps0.1`, `spread-ippo-medium-replay`, ...).
+DATA_ROOT holds one folder per set (`spread-eps0.1`, `spread-ippo-medium-replay`, ...;
+`--only=continuous` reads `spread_c-eps0.5` and `speaker_listener_c-eps0.5`, made by
+`datasets make mpe-simple_spread_continuous-heuristic-eps0.5` and
+`mpe-simple_speaker_listener_continuous-heuristic-eps0.5`).
 """
 
 from __future__ import annotations
@@ -36,6 +39,10 @@ from rljax_offline import BCConfig, CQLConfig, IQLConfig, MATD3BCConfig, TD3BCCo
 CONFIGS = {"bc": BCConfig, "cql": CQLConfig, "iql": IQLConfig, "td3_bc": TD3BCConfig,
            "matd3_bc": MATD3BCConfig}
 DEFAULT_RUNS = ("spread-eps0.1:bc", "spread-eps0.7:bc", "spread-eps0.7:cql", "spread-eps0.7:iql")
+# `--only=continuous`: the centralised critic against per-module TD3+BC on the continuous
+# medium sets (the noisy heuristic, epsilon 0.5), simple_spread and speaker-listener
+CONTINUOUS_RUNS = tuple(f"{s}:{a}" for s in ("spread_c-eps0.5", "speaker_listener_c-eps0.5")
+                        for a in ("td3_bc", "matd3_bc"))
 
 
 def _config(algo: str, data: str, seed: int, updates: int, per_agent: bool):
@@ -76,7 +83,8 @@ def main() -> None:
     seeds = int(args[1]) if len(args) > 1 else 3
     iterations = int(args[2]) if len(args) > 2 else 6
     updates = int(args[3]) if len(args) > 3 else 500
-    for entry in (only.split(",") if only else DEFAULT_RUNS):
+    runs = CONTINUOUS_RUNS if only == "continuous" else only.split(",") if only else DEFAULT_RUNS
+    for entry in runs:
         name, algo = entry.split(":")
         data = os.path.join(root, name)
         with open(os.path.join(data, "dataset.json")) as f:

@@ -145,11 +145,15 @@ def test_episodes_then_connectors_pages(workdir):
 
 
 def test_matd3_bc_page(workdir):
-    """40 random simple_spread episodes recorded, one iteration of MATD3+BC, evaluated."""
+    """40 random simple_spread episodes recorded, one iteration of MATD3+BC, evaluated; the
+    same on speaker-listener (two modules of different spaces)."""
     pytest.importorskip("mpe2")
     ns = run_pages(["guides/matd3-bc.md"])
     assert np.isfinite(ns["result"]["learners"]["default_policy"]["qf_loss"])
     assert ns["result"]["evaluation"]["env_runners"]["num_episodes"] == 4
+    assert np.isfinite(ns["sl_result"]["learners"]["listener+speaker"]["qf_loss"])
+    assert set(ns["sl_result"]["evaluation"]["env_runners"]["module_episode_returns_mean"]) == {
+        "speaker", "listener"}
 
 
 def test_rllib_migration_page(workdir):

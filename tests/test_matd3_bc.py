@@ -6,8 +6,8 @@ actions and short episodes.
 * one agent with its observation as the global state: MATD3+BC's update is TD3+BC's;
 * the critic's and the BC losses fall; 8 devices give the 1-device result; save / restore
   resumes exactly; the shared actor acts per agent in the env;
-* agents that do not act at every env step, missing global state, several modules: named
-  errors.
+* agents that do not act at every env step, missing global state, module overrides with
+  several modules: named errors (tests/test_matd3_bc_hetero.py: agents of different spaces).
 """
 
 import jax
@@ -192,8 +192,8 @@ def test_without_the_env_state_the_critic_reads_the_concatenated_observations(tm
 
 
 def test_bad_settings_and_data_are_named_errors(spread, tmp_path):
-    with pytest.raises(ConfigError, match="trains one team module"):
-        _config(spread).multi_agent(policies={"a", "b"},
+    with pytest.raises(ConfigError, match=r"drop the overrides of policies \['a'\]"):
+        _config(spread).multi_agent(policies={"a": {"alpha": 1.0}, "b": None},
                                     policy_mapping_fn=lambda a, e: "a" if a == "agent_0"
                                     else "b").build()
     env_fn = multi_agent_env_factory("rljax_offline.envs.async_agents:AsyncAgentsEnv")

@@ -15,9 +15,11 @@ default). With `count_steps_by="env_steps"` (RLlib's default) a module's update 
 `train_batch_size_per_learner` steps of each agent mapped to it.
 
 An algorithm whose config class sets `trains_team_module` (MATD3+BC, a centralised critic)
-trains one team module instead, on joint rows: `train_batch_size_per_learner` env steps an
-update, each holding every agent's step and the env's global state (`connectors.joint_rows`);
-the runtime steps it as any module, and acting runs its actor per agent.
+trains its modules as one team instead, on joint rows: `train_batch_size_per_learner` env
+steps an update, each holding every agent's step and the env's global state
+(`connectors.joint_rows`); the runtime steps the team as any module (named by its module, or
+its modules joined by "+": `learners["listener+speaker"]`), and acting runs each module's
+actor per agent.
 """
 
 from __future__ import annotations
@@ -111,15 +113,21 @@ class MultiAgentAlgorithm:
         self.mapping = agent_mapping(config)
         # a team module's critic reads the env's state (else the concatenated observations)
         self.env_state = state_shape is not None
-        self.modules = (build_team_module(config, obs_spaces, act_spaces, state_shape)
-                        if self.team else build_modules(config, obs_spaces, act_spaces))
+        # `modules`: what trains (a team: one unit holding every module's actor);
+        # `members`: the modules that act, export and are mapped to (the same without a team)
+        if self.team:
+            self.modules, self.members = build_team_module(config, obs_spaces, act_spaces,
+                                                           state_shape)
+        else:
+            self.modules = self.members = build_modules(config, obs_spaces, act_spaces)
         self.groups = module_groups(self.modules)
         self.devices = select_devices(config.num_devices)
         self.runtime = MultiModuleParallel(
             self.groups, self.devices, {g: self.modules[g].rows_per_update for g in self.groups},
             mode=config.update_mode, policies_to_train=config.policies_to_train)
-        self._initial_connector_states = {
-            m: s.pipelines.learner.init(s.spaces) for m, s in self.modules.items()}
+        per_member = {m: s.pipelines.learner.init(s.spaces) for m, s in self.members.items()}
+        self._initial_connector_states = (
+            {team: per_member for team in self.modules} if self.team else per_member)
         self.state = self.runtime.put_replicated(init_multi_state(
             self.groups, config.seed, self._initial_connector_states))
         self.data: dict | None = None
@@ -139,7 +147,7 @@ class MultiAgentAlgorithm:
 
     @property
     def module_ids(self) -> list[str]:
-        return sorted(self.modules)
+        return sorted(self.members)
 
     # ------------------------------------------------------------------ data
 
@@ -153,10 +161,10 @@ class MultiAgentAlgorithm:
         if not episodes:
             raise ConfigError(f"no episodes found in {self.config.input_!r}")
         if self.team:
-            (module_id,) = self.modules
+            (team,) = self.modules
             self.data, states, self.counts = ma_data.materialize_team(
-                episodes, module_id, self.modules[module_id],
-                self.connector_states()[module_id], self.runtime, fit=not self._restored,
+                episodes, team, self.modules[team], self.members,
+                self.connector_states()[team], self.runtime, fit=not self._restored,
                 env_state=self.env_state,
                 normalize_state=self.config.normalize_observations)
         else:
@@ -220,12 +228,23 @@ class MultiAgentAlgorithm:
     def policy(self, module_id: str) -> TrainedPolicy:
         """Module `module_id`'s trained policy (`learning.trained_policy`): what export,
         `load_policy`-style use and fine-tuning of that module consume."""
-        if module_id not in self.modules:
+        if module_id not in self.members:
             raise KeyError(f"no module {module_id!r}; modules: {self.module_ids}")
-        m = self.modules[module_id]
-        state = unstack(self.groups, self.state)[module_id]
-        return make_policy(m.config, m.gym_spaces, state.params, state.connector_state,
+        m = self.members[module_id]
+        states = unstack(self.groups, self.state)
+        params = self._member_params({u: s.params for u, s in states.items()}, module_id)
+        connector_state = (next(iter(states.values())).connector_state[module_id] if self.team
+                           else states[module_id].connector_state)
+        return make_policy(m.config, m.gym_spaces, params, connector_state,
                            (m.spec, m.pipelines))
+
+    def _member_params(self, params: dict, module_id: str) -> dict:
+        """Module `module_id`'s acting params from `{trained unit: params}`: the team's actor
+        of the module (as its single-agent spec's `policy`), else the module's own."""
+        if not self.team:
+            return params[module_id]
+        (team,) = params.values()
+        return {"policy": team["policy"][module_id]}
 
     def export_policy(self, module_id: str, path: str, format: str = "stablehlo") -> str:
         """Writes module `module_id`'s greedy acting step as one graph (`rljax_offline.export`),
@@ -237,7 +256,7 @@ class MultiAgentAlgorithm:
         function (Discrete modules whose learner pipeline fits nothing on the observations;
         others are a named error), for `ope.estimate_team`."""
         targets = {}
-        for module_id, m in self.modules.items():
+        for module_id, m in self.members.items():
             policy = self.policy(module_id)
             if not isinstance(m.spaces.action, sp.DiscreteSpec) or \
                     jax.tree_util.tree_leaves(policy.rows_state()):
@@ -261,9 +280,9 @@ class MultiAgentAlgorithm:
                                                       for g, s in self.state.items()}))
         if not self._actors:
             self._actors = {m: ModuleActor(self.policy(m), m, self.config.evaluation_explore)
-                            for m in self.modules}
+                            for m in self.members}
         for m, actor in self._actors.items():
-            actor.set_params(params[m])
+            actor.set_params(self._member_params(params, m))
         return self._actors
 
     def sample_episodes(self, num_episodes: int) -> list:

@@ -7,10 +7,9 @@ Each agent's episode is a single-agent `Episode` on the agent's own timeline (it
 observations, actions and rewards), so every single-agent learner piece (returns-to-go,
 n-step targets, a mean-std filter fitted per module) runs on it unchanged.
 
-A team module (`trains_team_module`: MATD3+BC) gets joint rows instead (`materialize_team`):
-each agent's episodes go through the module's learner pipeline (one agent's, its state
-fitted on every agent's episodes), and the rows are aligned by env step
-(`connectors.joint_rows`).
+A team (`trains_team_module`: MATD3+BC) gets joint rows instead (`materialize_team`): each
+agent's episodes go through its module's learner pipeline (its state fitted on every episode
+of the module's agents), and the rows are aligned by env step (`connectors.joint_rows`).
 """
 
 from __future__ import annotations
@@ -119,47 +118,50 @@ def materialize_modules(by_module: Mapping[str, list[Episode]],
     return data, states, counts
 
 
-def materialize_team(episodes: list[MultiAgentEpisode], module_id: str, module: ModuleSetup,
-                     connector_state: Any, runtime: MultiModuleParallel, *, fit: bool,
-                     env_state: bool, normalize_state: bool
-                     ) -> tuple[dict[str, DeviceData], dict, dict]:
-    """The team module's joint rows (one per env step), on the devices.
+def materialize_team(episodes: list[MultiAgentEpisode], team_id: str, team: ModuleSetup,
+                     members: Mapping[str, ModuleSetup], connector_states: Mapping,
+                     runtime: MultiModuleParallel, *, fit: bool, env_state: bool,
+                     normalize_state: bool) -> tuple[dict[str, DeviceData], dict, dict]:
+    """The team's joint rows (one per env step), on the devices.
 
     Args:
       episodes: multi-agent episodes whose agents act at every env step.
-      module_id: the team module's id.
-      module: the team module (its `agents` in the rows' agent order).
-      connector_state: its learner connector state (fitted on every agent's episodes
-        first when `fit`).
+      team_id: the team's id.
+      team: the team (its `agents` in the rows' agent order).
+      members: its modules; each agent's columns come from its module's learner pipeline.
+      connector_states: `{module_id: its learner connector state}` (fitted on every episode
+        of the module's agents first when `fit`).
       runtime: the multi-module runtime that places the data.
-      fit: fit the connector state (False for a restored run).
+      fit: fit the connector states (False for a restored run).
       env_state: the critic reads the env's state from the episodes (False: the agents'
         observations concatenated).
       normalize_state: standardize the env's state by the data's mean and std.
 
     Returns:
-      `(data, connector_states, counts)` as `materialize_modules`'.
+      `(data, {team_id: {module_id: connector state}}, counts)`, as `materialize_modules`'.
     """
-    apply = jax.jit(module.pipelines.learner.apply)
-    what = f"module {module_id!r}'s learner"
-    if fit:
-        every_agent = [ma.agent_episodes[a] for ma in episodes for a in module.agents
-                       if a in ma.agent_episodes]
-        _, connector_state, _ = episode_rows(apply, every_agent, connector_state,
-                                             module.pipelines.columns, fit=True, what=what)
+    states, column_fns = dict(connector_states), {}
+    for module_id, m in members.items():
+        apply = jax.jit(m.pipelines.learner.apply)
+        what = f"module {module_id!r}'s learner"
+        if fit:
+            every_agent = [ma.agent_episodes[a] for ma in episodes for a in m.agents
+                           if a in ma.agent_episodes]
+            _, states[module_id], _ = episode_rows(apply, every_agent, states[module_id],
+                                                   m.pipelines.columns, fit=True, what=what)
 
-    def agent_columns(agent_episodes):
-        cols, _, _ = episode_rows(apply, agent_episodes, connector_state,
-                                  module.pipelines.columns, what=what)
-        return cols
+        def agent_columns(agent_episodes, m=m, apply=apply, what=what, module_id=module_id):
+            cols, _, _ = episode_rows(apply, agent_episodes, states[module_id],
+                                      m.pipelines.columns, what=what)
+            return cols
 
-    columns, lengths = joint_rows(episodes, module.agents, agent_columns=agent_columns,
+        column_fns.update(dict.fromkeys(m.agents, agent_columns))
+    columns, lengths = joint_rows(episodes, team.agents, agent_columns=column_fns,
                                   global_state=env_state)
     if env_state and normalize_state:
         mean = columns["global_state"].mean(axis=0)
         std = columns["global_state"].std(axis=0) + 1e-6
         for k in ("global_state", "new_global_state"):
             columns[k] = ((columns[k] - mean) / std).astype(np.float32)
-    data = runtime.put_data({module_id: columns}, {module_id: lengths})
-    return data, {module_id: connector_state}, {module_id: (data[module_id].num_rows,
-                                                            len(lengths))}
+    data = runtime.put_data({team_id: columns}, {team_id: lengths})
+    return data, {team_id: states}, {team_id: (data[team_id].num_rows, len(lengths))}

@@ -9,9 +9,10 @@ same size) are one group: one `LearningSpec`, their states stacked and stepped u
 (`learning.multi_module`). Every registered algorithm trains per module this way, with no
 multi-agent code of its own.
 
-An algorithm whose config sets `trains_team_module` (MATD3+BC: a centralised critic) is one
-team module instead (`build_team_module`): every agent maps to it, and its spec learns on
-joint rows, one per env step (`connectors.joint_rows`).
+An algorithm whose config sets `trains_team_module` (MATD3+BC: a centralised critic) trains
+its modules as one team instead (`build_team_module`): one spec learning every module's actor
+and a critic on joint rows, one per env step (`connectors.joint_rows`); the modules (agents
+of different spaces in modules of their own) act and export as any module.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ from rljax_offline.errors import ConfigError, ModuleSpaceMismatchError
 from rljax_offline.learning.multi_module import ModuleGroup, group_modules
 from rljax_offline.learning.spec import AlgorithmSpec
 
-__all__ = ["ModuleSetup", "agent_mapping", "build_modules", "build_team_module", "module_config",
-           "module_groups"]
+__all__ = ["ModuleSetup", "TeamActor", "agent_mapping", "build_modules", "build_team_module",
+           "module_config", "module_groups", "team_id"]
 
 MULTI_AGENT_FIELDS = ("policies", "policy_mapping_fn", "policies_to_train")
 
@@ -158,12 +159,39 @@ def build_modules(config: AlgorithmConfig, observation_spaces: Mapping,
     return out
 
 
+class TeamActor(NamedTuple):
+    """One module's actor in a team's spec (`config.make_team_spec`).
+
+    Attributes:
+      config: the module's config (its actor's networks).
+      obs_spec: its agents' observation spec after the learner pipeline's pieces.
+      act_spec: their Box action spec after those pieces.
+      agents: their indices on the joint rows' agent axis.
+    """
+
+    config: AlgorithmConfig
+    obs_spec: Any
+    act_spec: Any
+    agents: tuple
+
+
+def team_id(module_ids) -> str:
+    """The name a team trains and reports under: its module's id for one module, the
+    sorted module ids joined by "+" for several (`"listener+speaker"`).
+
+    Args:
+      module_ids: the team's modules.
+    """
+    return "+".join(sorted(module_ids))
+
+
 def build_team_module(config: AlgorithmConfig, observation_spaces: Mapping,
                       action_spaces: Mapping, state_shape: tuple | None
-                      ) -> dict[str, ModuleSetup]:
-    """The one team module of a `trains_team_module` config: every agent mapped to it, its
-    pipelines those of one agent (acting runs per agent), its spec on joint rows
-    (`config.make_team_spec`), `train_batch_size_per_learner` env steps an update.
+                      ) -> tuple[dict[str, ModuleSetup], dict[str, ModuleSetup]]:
+    """The team of a `trains_team_module` config: one learner unit on joint rows
+    (`config.make_team_spec`, `train_batch_size_per_learner` env steps an update) holding
+    an actor per module; the modules themselves as `build_modules` makes them (each its
+    agents, pipelines and single-agent spec, which acting and export use).
 
     Args:
       config: a multi-agent config whose class sets `trains_team_module`.
@@ -172,37 +200,40 @@ def build_team_module(config: AlgorithmConfig, observation_spaces: Mapping,
       state_shape: the env's global state's shape; None: the agents' observations
         concatenated.
 
+    Returns:
+      `({team id: the team's ModuleSetup}, {module_id: ModuleSetup})`; the team's holds
+      every agent (sorted, the rows' agent order) and its spec, and its module's spaces and
+      pipelines when it has one module (None for several).
+
     Raises:
-      ConfigError: agents mapped to more than one module, or to an unknown one;
-        `ModuleSpaceMismatchError` for agents of different spaces.
+      ConfigError: an agent mapped to an unknown module, a module with overrides when
+        there are several (one team's options), `ModuleSpaceMismatchError` for agents of one
+        module with different spaces.
     """
-    mapping = agent_mapping(config)
-    agents = sorted(observation_spaces, key=str)
-    module_ids = sorted({mapping(a, None) for a in agents})
-    name = type(config).__name__
-    if len(module_ids) != 1 or len(config.policies) != 1:
-        raise ConfigError(f"{name} trains one team module (decentralised actors, one shared "
-                          f"actor, a centralised critic): map every agent to one module; "
-                          f"policies {sorted(config.policies)}, agents mapped to {module_ids}")
-    first = agents[0]
-    gym_spaces = (observation_spaces[first], action_spaces[first])
-    for other in agents[1:]:
-        if (observation_spaces[other], action_spaces[other]) != gym_spaces:
-            raise ModuleSpaceMismatchError(
-                f"{name}: agents {first!r} and {other!r} have different spaces "
-                f"({gym_spaces} vs {observation_spaces[other]}, {action_spaces[other]}); "
-                "its shared actor needs agents of one observation and action space")
-    module_id = module_ids[0]
-    cfg = module_config(config, module_id)
-    spaces = Spaces.of(*gym_spaces)
-    _, pipes = pipelines.build(cfg, spaces)  # one agent's pipelines and learner columns
-    out = pipes.learner.out_spaces(spaces)
+    members = build_modules(config, observation_spaces, action_spaces)
+    agents = tuple(sorted(observation_spaces, key=str))
+    if len(members) == 1:
+        (cfg,) = (m.config for m in members.values())  # the module's overrides, as before
+    else:
+        overridden = sorted(m for m, o in config.policies.items() if o)
+        if overridden:
+            raise ConfigError(f"{type(config).__name__} trains its modules as one team with "
+                              f"one config: drop the overrides of policies {overridden}")
+        cfg = dataclasses.replace(config, **dict.fromkeys(MULTI_AGENT_FIELDS))
+    actors = {}
+    for module_id, m in members.items():
+        out = m.pipelines.learner.out_spaces(m.spaces)
+        actors[module_id] = TeamActor(m.config, out.observation, out.action,
+                                      tuple(agents.index(a) for a in m.agents))
     if state_shape is None:
-        state_shape = (len(agents) * sp.flat_dim(out.observation),)
-    spec = cfg.make_team_spec(out.observation, out.action, len(agents),
-                              _state_spec(state_shape))
-    return {module_id: ModuleSetup(cfg, gym_spaces, spaces, spec, pipes, tuple(agents),
-                                   cfg.update_batch_size)}
+        state_shape = (sum(sp.flat_dim(actors[module_id].obs_spec) * len(m.agents)
+                           for module_id, m in members.items()),)
+    spec = cfg.make_team_spec(actors, len(agents), _state_spec(state_shape))
+    # one module: the team has its spaces and pipelines; several: none of its own
+    one = next(iter(members.values())) if len(members) == 1 else None
+    team = ModuleSetup(cfg, one and one.gym_spaces, one and one.spaces, spec,
+                       one and one.pipelines, agents, cfg.update_batch_size)
+    return {team_id(members): team}, members
 
 
 def _state_spec(shape: tuple) -> sp.BoxSpec:

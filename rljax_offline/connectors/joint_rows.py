@@ -18,6 +18,16 @@ agents' episodes (one per multi-agent episode, in that order) to their rows: by 
 the raw steps (`raw_agent_columns`); a learner pipeline's rows work the same way (a
 normalizer, clipped actions), as long as they are one row per agent step.
 
+Agents of different spaces (a speaker and a listener) share the rows' agent axis: each
+agent's flat observation and action rows are zero-padded on the last axis to the widest
+agent's (`pad_agent_columns`), and `agent_widths` says each agent's own width, which a learner
+slices back out with static indices (`agent_block`), so the padding never reaches a network.
+Padding keeps ONE layout for every team (`[N, A, d]`, the homogeneous case its no-padding
+special case, the device data and its sampling unchanged) where per-agent blocks of different
+widths would make every column a dict and every learner handle both; the cost is the padded
+zeros in memory (the widest agent's width times the agents). The concatenated observations
+(`global_state=False`) are each agent's own, unpadded.
+
 Only data where every agent acts at every env step has joint rows: an agent that skips an
 env step, joins late or leaves early is an `AsynchronousAgentsError` naming the episode, the
 agent and the env steps.
@@ -25,20 +35,60 @@ agent and the env steps.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from rljax_offline.episode.episode import Episode
 from rljax_offline.episode.multi_agent import SKIP, MultiAgentEpisode
-from rljax_offline.errors import AsynchronousAgentsError, MissingGlobalStateError
+from rljax_offline.errors import (
+    AsynchronousAgentsError,
+    MissingGlobalStateError,
+    OfflineDataError,
+)
 
-__all__ = ["AGENT_COLUMNS", "JOINT_COLUMNS", "check_synchronized", "episode_global_states",
-           "joint_rows", "raw_agent_columns"]
+__all__ = ["AGENT_COLUMNS", "JOINT_COLUMNS", "agent_block", "check_synchronized",
+           "episode_global_states", "joint_rows", "pad_agent_columns", "raw_agent_columns"]
 
 AGENT_COLUMNS = ("obs", "actions", "rewards", "new_obs", "terminateds")
 JOINT_COLUMNS = (*AGENT_COLUMNS, "team_rewards", "global_state", "new_global_state")
+PADDED_COLUMNS = ("obs", "new_obs", "actions")  # per-agent feature rows, padded to one width
+
+
+def pad_agent_columns(per_agent: Sequence[np.ndarray], column: str) -> np.ndarray:
+    """The agents' rows of one column side by side, `[N, A, ...]`; rows of different widths
+    (flat features, `[N, d_i]`) zero-padded at the end to the widest.
+
+    Args:
+      per_agent: each agent's rows, in the rows' agent order.
+      column: the column's name, for messages.
+
+    Raises:
+      OfflineDataError: the agents' rows differ in shape and are not flat.
+    """
+    arrays = [np.asarray(x) for x in per_agent]
+    if len({x.shape[1:] for x in arrays}) == 1:
+        return np.stack(arrays, axis=1)
+    if column not in PADDED_COLUMNS or any(x.ndim != 2 for x in arrays):
+        raise OfflineDataError(
+            f"column {column!r}: the agents' rows have shapes "
+            f"{[x.shape[1:] for x in arrays]}; agents of different spaces need flat "
+            "observations and actions (one feature axis) to share joint rows")
+    width = max(x.shape[1] for x in arrays)
+    return np.stack([np.pad(x, ((0, 0), (0, width - x.shape[1]))) for x in arrays], axis=1)
+
+
+def agent_block(rows, agent: int, width: int):
+    """Agent `agent`'s own `width` features of padded joint rows `[N, A, ...]`, flat:
+    `[N, width]` (a static slice; works on numpy and jax arrays alike).
+
+    Args:
+      rows: a padded column of joint rows.
+      agent: the agent's index on the rows' agent axis.
+      width: the agent's own (flat) width.
+    """
+    return rows[:, agent].reshape(rows.shape[0], -1)[:, :width]
 
 
 def check_synchronized(episode: MultiAgentEpisode, agent_ids: Sequence) -> None:
@@ -118,7 +168,8 @@ def raw_agent_columns(episodes: Sequence[Episode]) -> dict[str, np.ndarray]:
 
 
 def joint_rows(episodes: Sequence[MultiAgentEpisode], agent_ids: Sequence, *,
-               agent_columns: Callable[[list[Episode]], dict] = raw_agent_columns,
+               agent_columns: Callable[[list[Episode]], dict] | Mapping[Any, Callable]
+               = raw_agent_columns,
                global_state: bool = True) -> tuple[dict[str, np.ndarray], list[int]]:
     """One row per env step of `episodes` (see the module docstring).
 
@@ -126,7 +177,8 @@ def joint_rows(episodes: Sequence[MultiAgentEpisode], agent_ids: Sequence, *,
       episodes: multi-agent episodes whose agents act at every env step.
       agent_ids: the agents, in the order of the rows' agent axis.
       agent_columns: `[agent episode, ...] -> {column: [rows, ...]}`, one row per agent
-        step, episodes in the given order; it must make `AGENT_COLUMNS`.
+        step, episodes in the given order; it must make `AGENT_COLUMNS`. A mapping
+        `{agent_id: function}` gives each agent its own (agents of different modules).
       global_state: the env's state from the episodes (True) or the concatenated
         observations (False).
 
@@ -142,7 +194,9 @@ def joint_rows(episodes: Sequence[MultiAgentEpisode], agent_ids: Sequence, *,
     for ep in episodes:
         check_synchronized(ep, agent_ids)
     lengths = [len(ep) for ep in episodes]
-    per_agent = {a: agent_columns([ep.agent_episodes[a] for ep in episodes])
+    column_fns = (agent_columns if isinstance(agent_columns, Mapping)
+                  else dict.fromkeys(agent_ids, agent_columns))
+    per_agent = {a: column_fns[a]([ep.agent_episodes[a] for ep in episodes])
                  for a in agent_ids}
     total = sum(lengths)
     for a, cols in per_agent.items():
@@ -150,8 +204,8 @@ def joint_rows(episodes: Sequence[MultiAgentEpisode], agent_ids: Sequence, *,
         if bad:
             raise AsynchronousAgentsError(f"agent {a!r}: its columns have rows {bad}, the "
                                           f"episodes {total} env steps (one row per step)")
-    out: dict[str, Any] = {k: np.stack([np.asarray(per_agent[a][k]) for a in agent_ids],
-                                       axis=1) for k in AGENT_COLUMNS}
+    out: dict[str, Any] = {k: pad_agent_columns([per_agent[a][k] for a in agent_ids], k)
+                           for k in AGENT_COLUMNS}
     out["terminateds"] = out["terminateds"].astype(bool)
     out["team_rewards"] = out["rewards"].sum(axis=1).astype(np.float32)
     if global_state:
@@ -159,6 +213,7 @@ def joint_rows(episodes: Sequence[MultiAgentEpisode], agent_ids: Sequence, *,
         out["global_state"] = np.concatenate([s[:-1] for s in states]).astype(np.float32)
         out["new_global_state"] = np.concatenate([s[1:] for s in states]).astype(np.float32)
     else:
-        out["global_state"] = out["obs"].reshape(total, -1).astype(np.float32)
-        out["new_global_state"] = out["new_obs"].reshape(total, -1).astype(np.float32)
+        for key, k in (("global_state", "obs"), ("new_global_state", "new_obs")):
+            out[key] = np.concatenate([np.asarray(per_agent[a][k]).reshape(total, -1)
+                                       for a in agent_ids], axis=1).astype(np.float32)
     return out, lengths
