@@ -78,7 +78,8 @@ class MultiModulePPO(MultiAgentAlgorithm):
         self.mapping = agent_mapping(config)
         self.team, self.env_state = False, False
         value_input = None if self.global_state is None else self.global_state.spec
-        self.modules = build_modules(
+        # no team here: the modules that train are the ones that act (`members`)
+        self.modules = self.members = build_modules(
             config, obs_spaces, act_spaces,
             spec_options=None if value_input is None else {"value_input": value_input})
         for m in self.modules.values():
