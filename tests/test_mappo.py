@@ -11,12 +11,14 @@
 import jax
 import numpy as np
 import pytest
+from test_multi_agent_ppo import ParityEnv
+from test_multi_agent_ppo import _config as parity_config
+from test_multi_module_ppo import max_diff
 
 from rljax_offline import PPOConfig
 from rljax_offline.algorithms.algorithm import Algorithm
 from rljax_offline.algorithms.ppo.multi_module import MultiModulePPO
 from rljax_offline.errors import ConfigError
-from tests.test_multi_module_ppo import ParityEnv, max_diff, parity_config
 
 
 class ShiftedParityEnv(ParityEnv):

@@ -9,55 +9,15 @@
 * a `policy_mapping_fn` naming an unknown module is the named one-line error.
 """
 
-import gymnasium as gym
 import jax
 import numpy as np
 import pytest
+from test_multi_agent_ppo import _config as parity_config
 
 from rljax_offline import PPOConfig
 from rljax_offline.algorithms.ppo.multi_agent import MultiAgentPPO
 from rljax_offline.algorithms.ppo.multi_module import MultiModulePPO
 from rljax_offline.errors import ConfigError
-
-
-class ParityEnv:
-    """3 agents observe `[t % 2, own index / 3]` and get 1 for the action `t % 2`; 8 steps."""
-
-    possible_agents = ("a", "b", "c")
-
-    def __init__(self, config=None):
-        self.t, self.agents = 0, list(self.possible_agents)
-
-    def observation_space(self, agent):
-        return gym.spaces.Box(0.0, 1.0, (2,), np.float32)
-
-    def action_space(self, agent):
-        return gym.spaces.Discrete(2)
-
-    def _obs(self):
-        return {a: np.array([self.t % 2, i / 3], np.float32) for i, a in enumerate(self.agents)}
-
-    def reset(self, seed=None, options=None):
-        self.t, self.agents = 0, list(self.possible_agents)
-        return self._obs(), {a: {} for a in self.agents}
-
-    def step(self, actions):
-        rewards = {a: float(actions[a] == self.t % 2) for a in actions}
-        self.t += 1
-        obs = self._obs()
-        done = self.t >= 8
-        if done:
-            self.agents = []
-        return obs, rewards, dict.fromkeys(obs, False), dict.fromkeys(obs, done), {}
-
-
-def parity_config(**multi_agent):
-    return (PPOConfig().environment(lambda cfg: ParityEnv()).multi_agent(**multi_agent)
-            .env_runners(num_envs_per_env_runner=4)
-            .training(lr=3e-3, train_batch_size_per_learner=64, minibatch_size=64,
-                      num_epochs=8, entropy_coeff=0.0, use_kl_loss=False)
-            .rl_module(model_config={"fcnet_hiddens": [32]})
-            .evaluation(evaluation_interval=0, evaluation_duration=4, evaluation_num_envs=4))
 
 
 def _speaker_listener(**training):

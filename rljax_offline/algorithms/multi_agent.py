@@ -216,6 +216,11 @@ class MultiAgentAlgorithm:
             "num_agent_steps_trained": agent_steps, "learner_update_timer": update_s / n}
         result = {"training_iteration": self.iteration, "algorithm": self.algo_name,
                   "learners": learners, "num_devices": len(self.devices)}
+        return self._end_iteration(result, t0)
+
+    def _end_iteration(self, result: dict, t0: float) -> dict:
+        """An iteration's last steps, for every multi-agent algorithm: the evaluation when the
+        interval says so, the iteration's time, the history."""
         interval = self.config.evaluation_interval
         if interval and self.iteration % interval == 0:
             result["evaluation"] = {"env_runners": self.evaluate()}

@@ -229,12 +229,7 @@ class MultiModulePPO(MultiAgentAlgorithm):
                   "num_env_steps_sampled_lifetime": self.env_steps_sampled,
                   "learners": learners, "num_devices": len(self.devices),
                   "fine_tuned_from": self.fine_tuned_from}
-        interval = self.config.evaluation_interval
-        if interval and self.iteration % interval == 0:
-            result["evaluation"] = {"env_runners": self.evaluate()}
-        result["time_this_iter_s"] = time.perf_counter() - t0
-        self.history.append(result)
-        return result
+        return self._end_iteration(result, t0)
 
     def _adapt_kl_coeffs(self, metrics: dict) -> None:
         """RLlib's rule per trained module (`ppo.rollouts.adapt_kl_coeff`)."""
