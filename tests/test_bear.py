@@ -127,13 +127,11 @@ def test_learns_mixed_pendulum_where_its_mmd_constraint_matters(pendulum_mixed):
     """10% expert, 90% random-torque Pendulum episodes (behavior cloning stays near -1,050),
     4,000 updates (about 30 s) at d3rlpy's defaults but a warm-up of 1,000 updates (d3rlpy's
     40,000) and 10 acting candidates, 64-64 networks: the level (mean of the last two
-    evaluations) clears -950 (measured -716). Without the MMD constraint
-    (`alpha_threshold=100`, `initial_alpha=e^-5`: the multiplier at its floor from the
-    start, SAC with BEAR's target and acting) the same run ends at -1,122."""
-    runs = {}
-    for name, change in (("bear", {}),
-                         ("no_mmd", {"alpha_threshold": 100.0, "initial_alpha": 0.0067})):
-        runs[name] = level(evaluation_returns(pendulum_config(BEARConfig,
-            pendulum_mixed, 1000, warmup_steps=1000, n_action_samples=10, **change), 4))
-    print(runs)
-    assert runs["bear"] >= -950 and runs["no_mmd"] <= runs["bear"] - 150, runs
+    evaluations) clears -950 (measured -716). Tried once without the MMD constraint
+    (`.training(alpha_threshold=100.0, initial_alpha=0.0067)`: the multiplier at its floor
+    from the start, SAC with BEAR's target and acting), the same run ends at -1,122 and fails
+    the threshold; that run is not repeated here (it doubled the test's time)."""
+    bear = level(evaluation_returns(pendulum_config(
+        BEARConfig, pendulum_mixed, 1000, warmup_steps=1000, n_action_samples=10), 4))
+    print(bear)
+    assert bear >= -950, bear

@@ -174,10 +174,12 @@ def test_exported_step_acts_as_the_actor_and_ope_refuses_it(cartpole_mixed, tmp_
 @pytest.mark.slow
 def test_return_conditioning_is_what_it_learns_on_mixed_cartpole(cartpole_mixed, tmp_path):
     """5% expert episodes, 95% poor ones (behavior cloning scores well under 100). After
-    1,500 updates (about 60 s on 2 CPU cores), conditioned on a return of 500 it clears 300
-    and beats by 100 both itself conditioned on a return of 10 and the same run with the
-    returns-to-go zeroed (`return_scale` 1e-9: the key term removed, behavior cloning of the
-    mix). Measured: 500 updates: 83.9 / 14.5 / 20.3; 1,500: see the module's guide."""
+    1,500 updates (about 30 s on 2 CPU cores), conditioned on a return of 500 it clears 300
+    and beats itself conditioned on a return of 10 by 100. The key term removed once (the
+    returns-to-go zeroed, `return_scale` 1e-9: behavior cloning of the mix), the same run
+    scores well under 300 and fails the first check: measured at 500 updates 83.9 (target
+    500) / 14.5 (target 10) / 20.3 (zeroed); 1,500: see the module's guide. That ablation is
+    not rerun here: it doubled the test's time and shows nothing the threshold does not."""
     config = cartpole_config(cartpole_mixed, 1500)
     algo = config.build()
     algo.train()
@@ -189,9 +191,5 @@ def test_return_conditioning_is_what_it_learns_on_mixed_cartpole(cartpole_mixed,
                                          config.training(target_return=10.0))
     low = low_algo.evaluate()["episode_return_mean"]
     low_algo.stop()
-    ablated = cartpole_config(cartpole_mixed, 1500, return_scale=1e-9).build()
-    ablated.train()
-    zeroed = ablated.evaluate()["episode_return_mean"]
-    ablated.stop()
-    print(f"target 500: {high}, target 10: {low}, returns-to-go zeroed: {zeroed}")
-    assert high >= 300 and high > low + 100 and high > zeroed + 100, (high, low, zeroed)
+    print(f"target 500: {high}, target 10: {low}")
+    assert high >= 300 and high > low + 100, (high, low)
