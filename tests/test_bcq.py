@@ -23,6 +23,7 @@ from zoo_testlib import (
     OBS,
     SMALL,
     assert_acting_follows_the_key,
+    assert_export_acts_with_a_fixed_key,
     keys,
     pendulum_config,
     random_batch,
@@ -32,7 +33,6 @@ from rljax_offline import spaces as sp
 from rljax_offline.algorithms.bcq import BCQConfig
 from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.algorithms.vae import conditional_vae, vae_loss
-from rljax_offline.export import load_stablehlo
 from rljax_offline.learning.init import init_state
 from rljax_offline.learning.update import BatchAxis
 from rljax_offline.models.initializers import TORCH_DEFAULT
@@ -153,10 +153,6 @@ def test_exported_policy_acts_with_a_fixed_key(pendulum_mixed, tmp_path):
     algo = pendulum_config(BCQConfig, pendulum_mixed, 2).rl_module(
         model_config={"fcnet_hiddens": [16]}).evaluation(evaluation_interval=0).build()
     algo.train()
-    x = np.random.default_rng(0).uniform(-1, 1, (50, 3)).astype(np.float32)
-    exported = load_stablehlo(algo.export_policy(str(tmp_path / "policy.stablehlo")))
-    first, again = exported(x)[0], exported(x)[0]
-    np.testing.assert_array_equal(first, again)
-    assert first.shape == (50, 1) and np.all(np.abs(first) <= 2.0)
+    x = assert_export_acts_with_a_fixed_key(algo, tmp_path / "policy.stablehlo")
     assert np.all(np.abs(algo.compute_actions(x)) <= 2.0)
     algo.stop()

@@ -18,13 +18,13 @@ from zoo_testlib import (
     OBS,
     SMALL,
     assert_acting_follows_the_key,
+    assert_export_acts_with_a_fixed_key,
     pendulum_config,
     random_batch,
 )
 
 from rljax_offline.algorithms.bear import BEARConfig, clamped, mmd
 from rljax_offline.algorithms.config import ConfigError
-from rljax_offline.export import load_stablehlo
 from rljax_offline.learning.init import init_state
 
 
@@ -114,11 +114,7 @@ def test_exported_policy_acts_with_a_fixed_key(pendulum_mixed, tmp_path):
     algo = pendulum_config(BEARConfig, pendulum_mixed, 2, n_action_samples=5).rl_module(
         model_config=SMALL).evaluation(evaluation_interval=0).build()
     algo.train()
-    x = np.random.default_rng(0).uniform(-1, 1, (50, 3)).astype(np.float32)
-    exported = load_stablehlo(algo.export_policy(str(tmp_path / "policy.stablehlo")))
-    first, again = exported(x)[0], exported(x)[0]
-    np.testing.assert_array_equal(first, again)
-    assert first.shape == (50, 1) and np.all(np.abs(first) <= 2.0)
+    assert_export_acts_with_a_fixed_key(algo, tmp_path / "policy.stablehlo")
     algo.stop()
 
 

@@ -6,6 +6,8 @@ import gymnasium as gym
 import jax
 import numpy as np
 
+from rljax_offline.export import load_stablehlo
+
 OBS = gym.spaces.Box(-1, 1, (3,), np.float32)
 ACT = gym.spaces.Box(-2, 2, (1,), np.float32)
 SMALL = {"fcnet_hiddens": [16]}
@@ -42,3 +44,15 @@ def assert_acting_follows_the_key(act, obs):
     np.testing.assert_array_equal(a, again)
     assert np.any(a != b)
     assert a.shape == (len(obs), 1) and np.all(np.abs(a) <= ACT.high[0])
+
+
+def assert_export_acts_with_a_fixed_key(algo, path):
+    """The exported policy of a trained `algo` (saved at `path`) acts as one graph with its
+    candidates drawn from a fixed key: the same observations give the same actions, inside
+    `ACT`'s bounds."""
+    x = np.random.default_rng(0).uniform(-1, 1, (50, 3)).astype(np.float32)
+    exported = load_stablehlo(algo.export_policy(str(path)))
+    first, again = exported(x)[0], exported(x)[0]
+    np.testing.assert_array_equal(first, again)
+    assert first.shape == (50, 1) and np.all(np.abs(first) <= ACT.high[0])
+    return x

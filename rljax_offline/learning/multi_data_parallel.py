@@ -36,6 +36,7 @@ from rljax_offline.learning.data_parallel import DataParallel, last_and_mean
 from rljax_offline.learning.multi_module import (
     ModuleGroup,
     check_policies_to_train,
+    keep_untrained,
     make_multi_update,
 )
 from rljax_offline.learning.update import AXIS
@@ -178,15 +179,8 @@ class MultiModuleParallel:
                 if not mask.any():
                     continue
                 new, group_metrics = jax.vmap(epochs)(states[name], data[name])
-                if not mask.all():
-                    new = jax.tree_util.tree_map(
-                        lambda n, o, m=mask: jnp.where(m.reshape(-1, *[1] * (n.ndim - 1)),
-                                                       n, o), new, states[name])
-                new_states[name] = new
-                for i, module_id in enumerate(group.module_ids):
-                    if mask[i]:
-                        metrics[module_id] = jax.tree_util.tree_map(lambda x, i=i: x[i],
-                                                                    group_metrics)
+                new_states[name] = keep_untrained(group, mask, new, states[name],
+                                                  group_metrics, metrics)
             return new_states, metrics
 
         return self.dp.compile_per_device(per_device, (P(),))

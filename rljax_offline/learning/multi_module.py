@@ -123,6 +123,29 @@ def check_policies_to_train(groups: Mapping[str, ModuleGroup],
     return chosen
 
 
+def keep_untrained(group: ModuleGroup, mask: np.ndarray, new: Any, old: Any,
+                   group_metrics: Any, metrics: dict) -> Any:
+    """A group's state after its `vmap`ped step: each module outside `policies_to_train`
+    (`mask` False) keeps `old` exactly; each trained module's slice of `group_metrics` goes
+    into `metrics` under its id.
+
+    Args:
+      group: the stacked modules.
+      mask: `[num_modules]` bool, which of them train.
+      new: the group's stacked state after the step.
+      old: the group's stacked state before it.
+      group_metrics: the step's metrics, leaves `[num_modules, ...]`.
+      metrics: `{module_id: metrics}`, filled in.
+    """
+    if not mask.all():
+        new = jax.tree_util.tree_map(
+            lambda n, o: jnp.where(mask.reshape(-1, *[1] * (n.ndim - 1)), n, o), new, old)
+    for i, module_id in enumerate(group.module_ids):
+        if mask[i]:
+            metrics[module_id] = jax.tree_util.tree_map(lambda x, i=i: x[i], group_metrics)
+    return new
+
+
 def make_multi_update(groups: Mapping[str, ModuleGroup],
                       policies_to_train: Collection[str] | None = None, *,
                       axis_name: str | None = AXIS, grads_summed: bool = True
@@ -158,15 +181,8 @@ def make_multi_update(groups: Mapping[str, ModuleGroup],
             keys = None if example_keys is None else example_keys[name]
             new, group_metrics = jax.vmap(update, in_axes=(0, 0, None if keys is None else 0))(
                 states[name], batches[name], keys)
-            if not mask.all():
-                new = jax.tree_util.tree_map(
-                    lambda n, o, m=mask: jnp.where(m.reshape(-1, *[1] * (n.ndim - 1)), n, o),
-                    new, states[name])
-            new_states[name] = new
-            for i, module_id in enumerate(group.module_ids):
-                if mask[i]:
-                    metrics[module_id] = jax.tree_util.tree_map(lambda x, i=i: x[i],
-                                                                group_metrics)
+            new_states[name] = keep_untrained(group, mask, new, states[name], group_metrics,
+                                              metrics)
         return new_states, metrics
 
     return multi_update
