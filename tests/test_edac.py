@@ -76,6 +76,27 @@ def test_diversity_is_k_for_identical_critics_and_smaller_for_independent_ones()
     assert np.all(es < 4.0 - 1e-3) and np.all(np.isfinite(es))
 
 
+def test_diversity_equals_the_row_by_row_definition():
+    """Each critic's gradient w.r.t. each row's (unit-box) action on its own, then the summed
+    off-diagonal cosine similarities over k - 1: what the one-pass-per-critic form computes."""
+    q, (to_unit, from_unit) = networks(3)
+    params = q.init(jax.random.PRNGKey(3))
+    batch = random_batch(n=8, seed=4)
+    unit = to_unit(jnp.asarray(batch["actions"]))
+    expected = []
+    for n in range(8):
+        grads = []
+        for i in range(3):
+            one = jax.tree_util.tree_map(lambda x, i=i: x[i:i + 1], params)
+            g = jax.grad(lambda u, one=one: q.apply(one, batch["obs"][n:n + 1],
+                                                    from_unit(u)[None])[0, 0])(unit[n])
+            grads.append(np.asarray(g) / np.linalg.norm(np.asarray(g)))
+        sims = [grads[i] @ grads[j] for i in range(3) for j in range(3) if i != j]
+        expected.append(sum(sims) / 2)
+    got = diversity(q, params, batch["obs"], unit, from_unit, (2,))
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
 def test_eta_zero_is_sac_n_the_td_loss_alone():
     batch, keys = random_batch(), jax.random.split(jax.random.PRNGKey(1), N)
 

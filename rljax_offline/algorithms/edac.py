@@ -64,11 +64,18 @@ def diversity(q: Network, q_params, obs, unit_actions, from_unit, shape) -> jax.
     """EDAC's ensemble-similarity term per example `[N]`: the summed pairwise cosine
     similarities of the critics' gradients w.r.t. the (unit-box) action, over `N - 1`."""
 
-    def q_sum(u):  # [k]: each critic's sum over the batch, so d/du gives per-row gradients
-        return jnp.sum(q.apply(q_params, obs, from_unit(u).reshape(u.shape[0], *shape)),
-                       axis=1)
+    def member_gradient(p):  # one critic's d Q / d a, per row [N, d]
+        one = jax.tree_util.tree_map(lambda x: x[None], p)  # an ensemble of that critic alone
 
-    grads = jax.jacrev(q_sum)(unit_actions)  # [k, N, d]
+        def q_sum(u):  # the sum over the batch: d/du gives each row's gradient
+            return jnp.sum(q.apply(one, obs, from_unit(u).reshape(u.shape[0], *shape)))
+
+        return jax.grad(q_sum)(unit_actions)
+
+    # one backward pass per critic: `jacrev` over the ensemble's k outputs backpropagates
+    # each one-hot cotangent through all k critics, k^2 passes (an EDAC update at k = 10 on
+    # Pendulum: 6.4 updates/s that way, 27.9 this way, benchmarks/edac_vs_ensembles.py)
+    grads = jax.vmap(member_gradient)(q_params)  # [k, N, d]
     # sqrt(|g|^2 + eps^2), not |g| + eps: finite second derivatives where a gradient is 0
     grads = grads / jnp.sqrt(jnp.sum(grads**2, axis=-1, keepdims=True) + GRAD_NORM_EPS**2)
     k = grads.shape[0]
