@@ -79,6 +79,16 @@ def flax_draw(algo, dataset) -> None:
 TRANSFORMERS = ("DecisionTransformer", "DiscreteDecisionTransformer")
 
 
+def act_greedily(algo, dataset) -> None:
+    """Builds `algo` (if `flax_draw` has not) and makes its `predict` return the policy's mean
+    action, `tanh(mu)` (scalers still applied), whatever the algorithm's own acting rule."""
+    if algo.impl is None:
+        d3rlpy.algos.qlearning.base.build_scalers_with_transition_picker(algo, dataset)
+        algo.build_with_dataset(dataset)
+    impl = algo.impl
+    impl.inner_predict_best_action = lambda x: impl.modules.policy(x).squashed_mu
+
+
 def transformer_wrapper(algo, target_return: float):
     """d3rlpy's stateful acting wrapper, greedy (the comparison's evaluations are greedy;
     d3rlpy's default for Discrete actions samples)."""
@@ -116,6 +126,7 @@ def fit_transformer(algo, dataset, env, args, per_eval: int) -> None:
     final = transformer_returns(args.env, algo, args.target_return, args.final_episodes)
     print(json.dumps({
         "library": f"d3rlpy {d3rlpy.__version__}", "algo": args.algo, "set": args.set,
+        "greedy": args.greedy,
         "batch_size": algo.config.batch_size, "updates": per_eval * args.evals,
         "step_s_per_part": step_s, "wall_s": wall, "returns": returns,
         "final_returns": final}))
@@ -139,6 +150,10 @@ def main():
     ap.add_argument("--set", action="append", default=[], metavar="NAME=JSON",
                     help="a config field away from d3rlpy's default, for a diagnosis "
                          "(e.g. target_update_interval=1000); the comparison uses none")
+    ap.add_argument("--greedy", action="store_true",
+                    help="act with the policy's mean, tanh(mu), in evaluations and the final "
+                         "one, in place of predict's own rule (CRR: the critic-weighted "
+                         "resampling of policy actions): a diagnosis")
     ap.add_argument("--target-return", type=float,
                     help="Decision Transformer: the return it acts towards")
     args = ap.parse_args()
@@ -169,6 +184,8 @@ def main():
     algo = config.create(device="cpu:0")
     if args.init == "flax":
         flax_draw(algo, dataset)
+    if args.greedy:
+        act_greedily(algo, dataset)
     per_eval = max(args.updates // args.evals, 1)
     if args.algo in TRANSFORMERS:
         return fit_transformer(algo, dataset, env, args, per_eval)
@@ -184,6 +201,7 @@ def main():
     step_s_per_part = [float(m["time_step"]) for _, m in history]
     print(json.dumps({
         "library": f"d3rlpy {d3rlpy.__version__}", "algo": args.algo, "set": args.set,
+        "greedy": args.greedy,
         "batch_size": config.batch_size, "updates": per_eval * args.evals,
         "step_s_per_part": step_s_per_part, "wall_s": wall,
         "returns": [float(m["return"]) for _, m in history], "final_returns": final}))

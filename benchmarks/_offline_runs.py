@@ -208,13 +208,15 @@ def transitions_npz(data: str) -> str:
 def run_d3rlpy(python: str, data: str, env_id: str, algo: str, updates: int, seed: int, *,
                evals: int = 10, eval_episodes: int = 10, batch_size: int | None = None,
                threads: int = 1, overrides: dict | None = None, final_episodes: int = 0,
-               init: str = "torch", target_return: float | None = None) -> dict:
+               init: str = "torch", target_return: float | None = None,
+               greedy: bool = False) -> dict:
     """d3rlpy's `algo` (a key of `D3RLPY_BATCH`) at its defaults on the same episodes, in the
     interpreter `python`, evaluated greedily after each part. `threads`: torch's threads
     (0: torch's default; on this shared 2-core CPU its default ran BC at 7.9 updates/s, one
     thread at ~250). `overrides`: config fields away from d3rlpy's defaults, for a diagnosis
     only; `init="flax"` draws its layers as flax does (a diagnosis too). `target_return`:
-    what a Decision Transformer acts towards (ours: its config's)."""
+    what a Decision Transformer acts towards (ours: its config's). `greedy`: act with the
+    policy's mean where d3rlpy's `predict` does otherwise (CRR), a diagnosis."""
     cmd = [python, WORKER, "--data", transitions_npz(data), "--algo", algo, "--env", env_id,
            "--updates", str(updates), "--evals", str(evals),
            "--eval-episodes", str(eval_episodes), "--seed", str(seed),
@@ -223,6 +225,8 @@ def run_d3rlpy(python: str, data: str, env_id: str, algo: str, updates: int, see
         cmd += ["--batch-size", str(batch_size)]
     if target_return is not None:
         cmd += ["--target-return", str(target_return)]
+    if greedy:
+        cmd += ["--greedy"]
     for name, value in (overrides or {}).items():
         cmd += ["--set", f"{name}={json.dumps(value)}"]
     env = dict(os.environ)
@@ -238,7 +242,7 @@ def run_d3rlpy(python: str, data: str, env_id: str, algo: str, updates: int, see
             "updates": [per_part * (i + 1) for i in range(evals)], "returns": out["returns"],
             "step_s_per_part": out["step_s_per_part"],
             "updates_per_s": updates_per_s(out["step_s_per_part"]), "wall_s": out["wall_s"],
-            "overrides": overrides or {},
+            "overrides": overrides or {}, "greedy": greedy,
             **({"final_returns": out["final_returns"]} if out.get("final_returns") else {})}
 
 

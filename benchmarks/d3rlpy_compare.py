@@ -80,6 +80,7 @@ class Case(NamedTuple):
     updates: int
     d3rlpy_init: str = "torch"  # "flax": d3rlpy's layers drawn as flax's (a diagnosis)
     d3rlpy_overrides: dict | None = None  # the same change on d3rlpy's side as on ours
+    d3rlpy_greedy: bool = False  # d3rlpy acts with its policy's mean (a diagnosis)
 
 
 CASES = {
@@ -103,6 +104,10 @@ CASES = {
     "rebrac-pendulum": Case("pendulum-mixed", "ReBRAC", ReBRACConfig(), 20000),
     "awac-pendulum": Case("pendulum-mixed", "AWAC", AWACConfig(), 20000),
     "crr-pendulum": Case("pendulum-mixed", "CRR", CRRConfig(), 20000),
+    # The swap for crr-pendulum's gap: d3rlpy's CRR acting with its policy's mean, as ours
+    # does, in place of its critic-weighted resampling of policy actions.
+    "crr-pendulum-greedy": Case("pendulum-mixed", "CRR", CRRConfig(), 20000,
+                                d3rlpy_greedy=True),
     "calql-pendulum": Case("pendulum-mixed", "CalQL", CalQLConfig(), 6000),
     "bcq-pendulum": Case("pendulum-mixed", "BCQ", BCQConfig(), 20000),
     "discrete-bcq-cartpole": Case("cartpole-mixed", "DiscreteBCQ", DiscreteBCQConfig(), 20000),
@@ -192,7 +197,8 @@ def run_case(name: str, python: str, seeds: list[int], updates: int | None, eval
                           eval_episodes=eval_episodes, batch_size=batch, threads=threads,
                           final_episodes=final_episodes, init=case.d3rlpy_init,
                           overrides=case.d3rlpy_overrides,
-                          target_return=getattr(case.ours, "target_return", None)))
+                          target_return=getattr(case.ours, "target_return", None),
+                          greedy=case.d3rlpy_greedy))
             theirs += [h] if h else []
             print(json.dumps({"case": name, **(h or {"missing": f"d3rlpy seed {seed}"})}),
                   flush=True)
