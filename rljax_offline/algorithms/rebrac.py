@@ -38,6 +38,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from rljax_offline.algorithms.actor_critic_parts import td_regression, td_target
 from rljax_offline.algorithms.options import (
     boolean,
     dict_or_none,
@@ -50,7 +51,6 @@ from rljax_offline.algorithms.options import (
 )
 from rljax_offline.algorithms.td3_bc import DeterministicActorConfig, td3_parts, td3_spec
 from rljax_offline.connectors.learner import add_next_actions, clip_actions_inside_bounds
-from rljax_offline.learning.losses import not_terminal
 from rljax_offline.learning.spec import AlgorithmSpec, DataSpec
 from rljax_offline.models.initializers import TORCH_DEFAULT
 from rljax_offline.models.networks import continuous_q_network, ensemble
@@ -118,12 +118,9 @@ class ReBRACConfig(DeterministicActorConfig):
                                      parts.env_action(next_unit)), axis=0)
             penalty = batch["next_actions_valid"] * jnp.sum(
                 (next_unit - parts.to_unit(batch["next_actions"])) ** 2, axis=-1)
-            y = jax.lax.stop_gradient(batch["rewards"] + gamma * not_terminal(batch)
-                                      * (next_q - critic_beta * penalty))
-            qs = q.apply(params["q"], batch["obs"], batch["actions"])  # [k, N]
-            loss = jnp.sum((qs - y) ** 2, axis=0)
-            return loss, {"qf_loss": loss, "qf_mean": qs.mean(0), "td_target_mean": y,
-                          "critic_bc_penalty": penalty}
+            loss, metrics = td_regression(
+                q, params, batch, td_target(batch, next_q - critic_beta * penalty, gamma))
+            return loss, {**metrics, "critic_bc_penalty": penalty}
 
         def actor_loss(params, batch, rng, axis):
             unit = parts.unit_action(params["policy"], batch["obs"])
