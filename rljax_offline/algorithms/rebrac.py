@@ -47,7 +47,6 @@ from rljax_offline.algorithms.options import (
     optional,
     positive_float,
     positive_int,
-    unit_interval_open_left,
 )
 from rljax_offline.algorithms.td3_bc import DeterministicActorConfig, td3_parts, td3_spec
 from rljax_offline.connectors.learner import add_next_actions, clip_actions_inside_bounds
@@ -85,15 +84,6 @@ class ReBRACConfig(DeterministicActorConfig):
                                "weight of the actor's BC penalty |pi(s) - a|^2")
     critic_beta: float = option(1e-2, "training", non_negative_float,
                                 "weight of the target's BC penalty |a~' - a'_data|^2")
-    tau: float = option(5e-3, "training", unit_interval_open_left,
-                        "Polyak weight of the target updates")
-    target_smoothing_sigma: float = option(
-        0.2, "training", non_negative_float,
-        "std of the target action's noise, in units of the action half-range")
-    target_smoothing_clip: float = option(0.5, "training", non_negative_float,
-                                          "the target noise is clipped to +- this")
-    update_actor_interval: int = option(
-        2, "training", positive_int, "critic updates per actor (and target) update")
     n_critics: int = option(2, "training", positive_int,
                             "Q networks of the ensemble, their minimum in targets")
     normalize_observations: bool = option(

@@ -83,7 +83,19 @@ class DeterministicActorConfig(AlgorithmConfig):
     """What TD3+BC and ReBRAC share around their losses: a deterministic tanh actor on
     bounded Box actions, their own actor and critic rates (no `lr`), no recurrent form, and
     the data set's mean-std normalization of observations (`normalize_observations`, a field
-    of each subclass), fitted on the data and shared by learning and acting."""
+    of each subclass), fitted on the data and shared by learning and acting; and TD3's
+    target smoothing, delayed actor and Polyak targets, whose options (declared here, at the
+    paper's defaults) `td3_parts` and `td3_spec` read."""
+
+    tau: float = option(5e-3, "training", unit_interval_open_left,
+                        "Polyak weight of the target updates")
+    target_smoothing_sigma: float = option(
+        0.2, "training", non_negative_float,
+        "std of the target action's noise, in units of the action half-range")
+    target_smoothing_clip: float = option(0.5, "training", non_negative_float,
+                                          "the target noise is clipped to +- this")
+    update_actor_interval: int = option(
+        2, "training", positive_int, "critic updates per actor (and target) update")
 
     def validate(self) -> None:
         super().validate()
@@ -135,15 +147,6 @@ class TD3BCConfig(DeterministicActorConfig):
                               "learning rate of the Q networks")
     alpha: float = option(2.5, "training", non_negative_float,
                           "weight of Q against BC: lambda = alpha / mean|Q(s, pi(s))|")
-    tau: float = option(5e-3, "training", unit_interval_open_left,
-                        "Polyak weight of the target updates")
-    target_smoothing_sigma: float = option(
-        0.2, "training", non_negative_float,
-        "std of the target action's noise, in units of the action half-range")
-    target_smoothing_clip: float = option(0.5, "training", non_negative_float,
-                                          "the target noise is clipped to +- this")
-    update_actor_interval: int = option(
-        2, "training", positive_int, "critic updates per actor (and target) update")
     twin_q: bool = option(True, "training", boolean,
                           "two Q networks, their minimum in targets")
     normalize_observations: bool = option(
