@@ -10,10 +10,10 @@ import jax
 import numpy as np
 import pytest
 from offline_rl_testlib import assert_resume_is_exact, evaluation_returns, level, spec_of
+from zoo_testlib import assert_one_line_config_error
 
 from rljax_offline import spaces as sp
 from rljax_offline.acting.env_runner import record_expert
-from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.algorithms.rebrac import ReBRACConfig
 from rljax_offline.connectors.learner import add_next_actions
 from rljax_offline.episode.batch import EpisodeBatch
@@ -95,11 +95,7 @@ def test_layer_norm_sits_before_or_after_the_relu(placement):
      "fcnet_layernorm_placement must be one of"),
 ])
 def test_what_it_cannot_do_is_a_one_line_config_error(change, spaces, message):
-    with pytest.raises(ConfigError, match=message) as e:
-        config = change(ReBRACConfig())
-        config.validate()
-        config.check_spaces(*(sp.to_spec(s) for s in spaces))
-    assert "\n" not in str(e.value)
+    assert_one_line_config_error(ReBRACConfig(), change, spaces, message)
 
 
 def test_next_actions_are_the_episodes_next_step_and_invalid_at_its_end():

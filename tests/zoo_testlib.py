@@ -1,11 +1,15 @@
-"""Shared set-up of the zoo's Box-action tests (AWAC, CRR, BCQ, PLAS, BEAR): Pendulum's
-spaces, a random batch of Q-learning columns, the short mixed-Pendulum learning run's config,
-and the check that acting draws its candidates from the key it is given."""
+"""Shared set-up of the zoo's tests (AWAC, CRR, BCQ, PLAS, BEAR, EDAC, ReBRAC, DiscreteBCQ):
+Pendulum's spaces, a random batch of Q-learning columns, the short mixed-Pendulum learning
+run's config, the check that a refusal is a one-line `ConfigError`, and the check that acting
+draws its candidates from the key it is given."""
 
 import gymnasium as gym
 import jax
 import numpy as np
+import pytest
 
+from rljax_offline import spaces as sp
+from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.export import load_stablehlo
 
 OBS = gym.spaces.Box(-1, 1, (3,), np.float32)
@@ -35,6 +39,16 @@ def pendulum_config(config_class, data, updates, **training):
             .training(num_updates_per_iteration=updates, **training)
             .rl_module(model_config={"fcnet_hiddens": [64, 64]}).learners(num_devices=1)
             .evaluation(evaluation_interval=1, evaluation_duration=10).debugging(seed=0))
+
+
+def assert_one_line_config_error(config, change, spaces, message):
+    """`change(config)`, validated and checked against `spaces` (gymnasium spaces, or None
+    where the refusal comes first), is a `ConfigError` matching `message`, on one line."""
+    with pytest.raises(ConfigError, match=message) as e:
+        changed = change(config)
+        changed.validate()
+        changed.check_spaces(*(sp.to_spec(s) for s in spaces))
+    assert "\n" not in str(e.value)
 
 
 def assert_acting_follows_the_key(act, obs):
