@@ -4,12 +4,11 @@ run on mixed Pendulum data that fails without the advantage weights.
 
 (8 devices == 1, the three update modes, masked rows, checkpoints: the cross-cutting tests.)"""
 
-import gymnasium as gym
 import jax
 import numpy as np
 import pytest
 from offline_rl_testlib import assert_resume_is_exact, evaluation_returns, level, spec_of
-from zoo_testlib import ACT, OBS, N, assert_one_line_config_error
+from zoo_testlib import ACT, OBS, N, assert_one_line_config_error, box_refusals
 from zoo_testlib import pendulum_config as zoo_pendulum_config
 
 from rljax_offline.algorithms.awac import AWACConfig
@@ -31,10 +30,7 @@ def test_d3rlpy_defaults():
 
 
 @pytest.mark.parametrize("change, spaces, message", [
-    (lambda c: c, (OBS, gym.spaces.Discrete(2)), "AWACConfig needs Box actions"),
-    (lambda c: c, (OBS, gym.spaces.Box(-np.inf, np.inf, (1,))), "finite bounds"),
-    (lambda c: c.rl_module(model_config={"use_gru": True}), None, "no recurrent form"),
-    (lambda c: c.training(lr=1e-3), None, "lr is not used"),
+    *box_refusals("AWACConfig", recurrent="use_gru"),
     (lambda c: c.training(lam=0.0), None, "lam must be"),
 ])
 def test_what_it_cannot_do_is_a_one_line_config_error(change, spaces, message):

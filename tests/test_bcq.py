@@ -5,7 +5,6 @@ candidates' selection.
 
 (8 devices == 1, the three update modes, masked rows, checkpoints: the cross-cutting tests.)"""
 
-import gymnasium as gym
 import jax
 import numpy as np
 import optax
@@ -25,6 +24,7 @@ from zoo_testlib import (
     assert_acting_follows_the_key,
     assert_export_acts_with_a_fixed_key,
     assert_one_line_config_error,
+    box_refusals,
     keys,
     pendulum_config,
     random_batch,
@@ -51,10 +51,7 @@ def test_d3rlpy_defaults():
 
 
 @pytest.mark.parametrize("change, spaces, message", [
-    (lambda c: c, (OBS, gym.spaces.Discrete(2)), "BCQConfig needs Box actions.*DiscreteBCQ"),
-    (lambda c: c, (OBS, gym.spaces.Box(-np.inf, np.inf, (1,))), "finite bounds"),
-    (lambda c: c.rl_module(model_config={"use_lstm": True}), None, "no recurrent form"),
-    (lambda c: c.training(lr=1e-3), None, "lr is not used"),
+    *box_refusals("BCQConfig", hint=".*DiscreteBCQ"),
     (lambda c: c.training(lam=1.5), None, "lam must be"),
     (lambda c: c.training(n_action_samples=0), None, "n_action_samples must be"),
 ])

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from learner_testlib import max_diff
 from offline_rl_testlib import run_updates, spec_of
-from zoo_testlib import assert_one_line_config_error
+from zoo_testlib import assert_one_line_config_error, box_refusals
 
 from rljax_offline import SACConfig
 from rljax_offline import spaces as sp
@@ -54,10 +54,7 @@ def test_d3rlpy_defaults_under_cqls_names():
 
 
 @pytest.mark.parametrize("change, spaces, message", [
-    (lambda c: c, (OBS, gym.spaces.Discrete(2)), "CalQLConfig needs Box actions"),
-    (lambda c: c, (OBS, gym.spaces.Box(-np.inf, np.inf, (1,))), "finite bounds"),
-    (lambda c: c.rl_module(model_config={"use_lstm": True}), None, "no recurrent form"),
-    (lambda c: c.training(lr=1e-3), None, "lr is not used"),
+    *box_refusals("CalQLConfig"),
 ])
 def test_what_it_cannot_do_is_a_one_line_config_error(change, spaces, message):
     assert_one_line_config_error(CalQLConfig(), change, spaces, message)

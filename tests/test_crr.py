@@ -5,7 +5,6 @@ the advantage weights.
 
 (8 devices == 1, the three update modes, masked rows, checkpoints: the cross-cutting tests.)"""
 
-import gymnasium as gym
 import jax
 import numpy as np
 import pytest
@@ -17,7 +16,7 @@ from offline_rl_testlib import (
     run_updates,
     spec_of,
 )
-from zoo_testlib import ACT, OBS, SMALL, N, assert_one_line_config_error
+from zoo_testlib import ACT, OBS, SMALL, N, assert_one_line_config_error, box_refusals
 from zoo_testlib import pendulum_config as zoo_pendulum_config
 from zoo_testlib import random_batch as zoo_batch
 
@@ -44,9 +43,7 @@ def test_d3rlpy_defaults():
 
 
 @pytest.mark.parametrize("change, spaces, message", [
-    (lambda c: c, (OBS, gym.spaces.Discrete(2)), "CRRConfig needs Box actions"),
-    (lambda c: c, (OBS, gym.spaces.Box(-np.inf, np.inf, (1,))), "finite bounds"),
-    (lambda c: c.rl_module(model_config={"use_lstm": True}), None, "no recurrent form"),
+    *box_refusals("CRRConfig"),
     (lambda c: c.training(weight_type="linear"), None, "weight_type must be"),
     (lambda c: c.training(advantage_type="median"), None, "advantage_type must be"),
 ])

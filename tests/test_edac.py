@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from offline_rl_testlib import run_updates, spec_of
-from zoo_testlib import assert_one_line_config_error
+from zoo_testlib import assert_one_line_config_error, box_refusals
 
 from rljax_offline import spaces as sp
 from rljax_offline.algorithms.edac import EDACConfig, diversity
@@ -46,9 +46,7 @@ def test_corl_defaults():
 
 
 @pytest.mark.parametrize("change, spaces, message", [
-    (lambda c: c, (OBS, gym.spaces.Discrete(2)), "EDACConfig needs Box actions"),
-    (lambda c: c, (OBS, gym.spaces.Box(-np.inf, np.inf, (1,))), "finite bounds"),
-    (lambda c: c.rl_module(model_config={"use_lstm": True}), None, "no recurrent form"),
+    *box_refusals("EDACConfig"),
     (lambda c: c.training(eta=-1.0), None, "eta must be"),
 ])
 def test_what_it_cannot_do_is_a_one_line_config_error(change, spaces, message):

@@ -5,7 +5,6 @@ export, and a short learning run on mixed Pendulum data that fails without the l
 
 (8 devices == 1, the three update modes, masked rows, checkpoints: the cross-cutting tests.)"""
 
-import gymnasium as gym
 import jax
 import numpy as np
 import pytest
@@ -23,6 +22,7 @@ from zoo_testlib import (
     SMALL,
     N,
     assert_one_line_config_error,
+    box_refusals,
     pendulum_config,
     random_batch,
 )
@@ -46,10 +46,7 @@ def test_d3rlpy_defaults():
 
 
 @pytest.mark.parametrize("change, spaces, message", [
-    (lambda c: c, (OBS, gym.spaces.Discrete(2)), "PLASConfig needs Box actions"),
-    (lambda c: c, (OBS, gym.spaces.Box(-np.inf, np.inf, (1,))), "finite bounds"),
-    (lambda c: c.rl_module(model_config={"use_lstm": True}), None, "no recurrent form"),
-    (lambda c: c.training(lr=1e-3), None, "lr is not used"),
+    *box_refusals("PLASConfig"),
     (lambda c: c.training(warmup_steps=-1), None, "warmup_steps must be"),
 ])
 def test_what_it_cannot_do_is_a_one_line_config_error(change, spaces, message):

@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 from offline_rl_testlib import assert_resume_is_exact, evaluation_returns, level, spec_of
-from zoo_testlib import assert_one_line_config_error
+from zoo_testlib import assert_one_line_config_error, box_refusals
 
 from rljax_offline import spaces as sp
 from rljax_offline.acting.env_runner import record_expert
@@ -86,10 +86,7 @@ def test_layer_norm_sits_before_or_after_the_relu(placement):
 
 
 @pytest.mark.parametrize("change, spaces, message", [
-    (lambda c: c, (OBS, gym.spaces.Discrete(2)), "ReBRACConfig needs Box actions"),
-    (lambda c: c, (OBS, gym.spaces.Box(-np.inf, np.inf, (1,))), "finite bounds"),
-    (lambda c: c.rl_module(model_config={"use_lstm": True}), None, "no recurrent form"),
-    (lambda c: c.training(lr=1e-3), None, "lr is not used"),
+    *box_refusals("ReBRACConfig"),
     (lambda c: c.training(n_critics=0), None, "n_critics must be"),
     (lambda c: c.rl_module(model_config={"fcnet_layernorm_placement": "inside"}), None,
      "fcnet_layernorm_placement must be one of"),

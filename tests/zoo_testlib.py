@@ -41,6 +41,16 @@ def pendulum_config(config_class, data, updates, **training):
             .evaluation(evaluation_interval=1, evaluation_duration=10).debugging(seed=0))
 
 
+def box_refusals(name, hint="", recurrent="use_lstm"):
+    """The refusals every bounded-Box method of the zoo makes, as `(change, spaces, message)`
+    rows for `assert_one_line_config_error`: Discrete actions (the message `{name} needs Box
+    actions{hint}`), an unbounded Box, a recurrent model (`recurrent`), RLlib's single `lr`."""
+    return [(lambda c: c, (OBS, gym.spaces.Discrete(2)), f"{name} needs Box actions{hint}"),
+            (lambda c: c, (OBS, gym.spaces.Box(-np.inf, np.inf, (1,))), "finite bounds"),
+            (lambda c: c.rl_module(model_config={recurrent: True}), None, "no recurrent form"),
+            (lambda c: c.training(lr=1e-3), None, "lr is not used")]
+
+
 def assert_one_line_config_error(config, change, spaces, message):
     """`change(config)`, validated and checked against `spaces` (gymnasium spaces, or None
     where the refusal comes first), is a `ConfigError` matching `message`, on one line."""
