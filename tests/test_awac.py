@@ -8,11 +8,17 @@ import jax
 import numpy as np
 import pytest
 from offline_rl_testlib import assert_resume_is_exact, evaluation_returns, level, spec_of
-from zoo_testlib import ACT, OBS, N, assert_one_line_config_error, box_refusals
+from zoo_testlib import (
+    ACT,
+    OBS,
+    N,
+    assert_export_acts_as_the_algorithm,
+    assert_one_line_config_error,
+    box_refusals,
+)
 from zoo_testlib import pendulum_config as zoo_pendulum_config
 
 from rljax_offline.algorithms.awac import AWACConfig
-from rljax_offline.export import load_stablehlo
 from rljax_offline.learning.init import init_state
 from rljax_offline.learning.losses import batch_softmax_weights
 from rljax_offline.learning.update import BatchAxis
@@ -91,8 +97,5 @@ def test_exported_policy_acts_as_the_algorithm(pendulum_mixed, tmp_path):
     algo = pendulum_config(pendulum_mixed, 2).rl_module(
         model_config={"fcnet_hiddens": [16]}).evaluation(evaluation_interval=0).build()
     algo.train()
-    x = np.random.default_rng(0).uniform(-1, 1, (50, 3)).astype(np.float32)
-    exported = load_stablehlo(algo.export_policy(str(tmp_path / "policy.stablehlo")))
-    np.testing.assert_allclose(exported(x)[0], algo.compute_actions(x), rtol=1e-5, atol=1e-5)
-    assert np.all(np.abs(exported(x)[0]) <= 2.0)
+    assert_export_acts_as_the_algorithm(algo, tmp_path / "policy.stablehlo")
     algo.stop()

@@ -21,6 +21,7 @@ from zoo_testlib import (
     OBS,
     SMALL,
     N,
+    assert_export_acts_as_the_algorithm,
     assert_one_line_config_error,
     box_refusals,
     pendulum_config,
@@ -28,7 +29,6 @@ from zoo_testlib import (
 )
 
 from rljax_offline.algorithms.plas import PLASConfig
-from rljax_offline.export import load_stablehlo
 from rljax_offline.learning.init import init_state
 from rljax_offline.learning.update import BatchAxis
 from rljax_offline.models.initializers import TORCH_DEFAULT
@@ -103,10 +103,7 @@ def test_exported_policy_acts_as_the_algorithm(pendulum_mixed, tmp_path):
     algo = pendulum_config(PLASConfig, pendulum_mixed, 4, warmup_steps=2).rl_module(
         model_config={"fcnet_hiddens": [16]}).evaluation(evaluation_interval=0).build()
     algo.train()
-    x = np.random.default_rng(0).uniform(-1, 1, (50, 3)).astype(np.float32)
-    exported = load_stablehlo(algo.export_policy(str(tmp_path / "policy.stablehlo")))
-    np.testing.assert_allclose(exported(x)[0], algo.compute_actions(x), rtol=1e-5, atol=1e-5)
-    assert np.all(np.abs(exported(x)[0]) <= 2.0)
+    assert_export_acts_as_the_algorithm(algo, tmp_path / "policy.stablehlo")
     algo.stop()
 
 

@@ -10,14 +10,17 @@ import jax
 import numpy as np
 import pytest
 from offline_rl_testlib import assert_resume_is_exact, evaluation_returns, level, spec_of
-from zoo_testlib import assert_one_line_config_error, box_refusals
+from zoo_testlib import (
+    assert_export_acts_as_the_algorithm,
+    assert_one_line_config_error,
+    box_refusals,
+)
 
 from rljax_offline import spaces as sp
 from rljax_offline.acting.env_runner import record_expert
 from rljax_offline.algorithms.rebrac import ReBRACConfig
 from rljax_offline.connectors.learner import add_next_actions
 from rljax_offline.episode.batch import EpisodeBatch
-from rljax_offline.export import load_stablehlo
 from rljax_offline.learning.init import init_state
 from rljax_offline.learning.update import BatchAxis
 from rljax_offline.models.initializers import TORCH_DEFAULT
@@ -165,7 +168,5 @@ def test_exported_policy_acts_as_the_algorithm(pendulum_expert, tmp_path):
     algo = pendulum_config(pendulum_expert, 2).rl_module(
         model_config={"fcnet_hiddens": [16]}).evaluation(evaluation_interval=0).build()
     algo.train()
-    x = np.random.default_rng(0).uniform(-1, 1, (50, 3)).astype(np.float32)
-    exported = load_stablehlo(algo.export_policy(str(tmp_path / "policy.stablehlo")))
-    np.testing.assert_allclose(exported(x)[0], algo.compute_actions(x), rtol=1e-5, atol=1e-5)
+    assert_export_acts_as_the_algorithm(algo, tmp_path / "policy.stablehlo")
     algo.stop()

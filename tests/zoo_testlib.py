@@ -1,7 +1,7 @@
 """Shared set-up of the zoo's tests (AWAC, CRR, BCQ, PLAS, BEAR, EDAC, ReBRAC, DiscreteBCQ):
 Pendulum's spaces, a random batch of Q-learning columns, the short mixed-Pendulum learning
-run's config, the check that a refusal is a one-line `ConfigError`, and the check that acting
-draws its candidates from the key it is given."""
+run's config, the check that a refusal is a one-line `ConfigError`, the check that acting
+draws its candidates from the key it is given, and the export checks."""
 
 import gymnasium as gym
 import jax
@@ -68,6 +68,15 @@ def assert_acting_follows_the_key(act, obs):
     np.testing.assert_array_equal(a, again)
     assert np.any(a != b)
     assert a.shape == (len(obs), 1) and np.all(np.abs(a) <= ACT.high[0])
+
+
+def assert_export_acts_as_the_algorithm(algo, path):
+    """The exported policy of a trained `algo` (saved at `path`, deterministic acting) gives
+    the algorithm's greedy actions, inside `ACT`'s bounds."""
+    x = np.random.default_rng(0).uniform(-1, 1, (50, 3)).astype(np.float32)
+    exported = load_stablehlo(algo.export_policy(str(path)))
+    np.testing.assert_allclose(exported(x)[0], algo.compute_actions(x), rtol=1e-5, atol=1e-5)
+    assert np.all(np.abs(exported(x)[0]) <= ACT.high[0])
 
 
 def assert_export_acts_with_a_fixed_key(algo, path):
