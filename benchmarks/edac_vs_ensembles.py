@@ -74,16 +74,16 @@ def main() -> None:
                          title=f"EDAC, SAC-N and CQL on {args.recipe}, batch {BATCH}")
         print(f"plot: {path}")
     rows = {name: summary(hs) for name, hs in histories.items()}
-    print(f"\n| run | seeds | level (mean +- std) | levels | final (mean) | updates/s |"
-          f" EDAC - run, paired final (+- s.e.) |\n|---|---|---|---|---|---|---|")
+    print("\n| run | seeds | level (mean +- std) | levels | final (mean) | updates/s |"
+          " EDAC - run, paired final (+- s.e.) |\n|---|---|---|---|---|---|---|")
     for name, s in rows.items():
         diff = (paired_difference(histories["edac"], histories[name])
                 if "edac" in histories and name != "edac" else {})
         versus = (f"{diff['final_diff']:+.1f} +- {diff['final_diff_se']:.1f}"
                   if diff else "")
         print(f"| {name} | {len(s['seeds'])} | {s['level_mean']:.1f} +- {s['level_std']:.1f} | "
-              f"{', '.join(f'{v:.0f}' for v in s['levels'])} | {s.get('final_mean', float('nan')):.1f}"
-              f" | {s['updates_per_s']:.0f} | {versus} |")
+              f"{', '.join(f'{v:.0f}' for v in s['levels'])} | "
+              f"{s.get('final_mean', float('nan')):.1f} | {s['updates_per_s']:.0f} | {versus} |")
 
 
 if __name__ == "__main__":

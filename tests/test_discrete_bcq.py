@@ -17,10 +17,10 @@ from offline_rl_testlib import (
     run_updates,
     spec_of,
 )
+from zoo_testlib import assert_one_line_config_error
 
 from rljax_offline import spaces as sp
 from rljax_offline.acting.env_runner import record_expert
-from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.algorithms.discrete_bcq import DiscreteBCQConfig
 from rljax_offline.learning.init import init_state
 from rljax_offline.learning.update import BatchAxis
@@ -60,11 +60,7 @@ def test_d3rlpy_defaults():
     (lambda c: c.training(n_critics=0), None, "n_critics must be"),
 ])
 def test_what_it_cannot_do_is_a_one_line_config_error(change, spaces, message):
-    with pytest.raises(ConfigError, match=message) as e:
-        config = change(DiscreteBCQConfig())
-        config.validate()
-        config.check_spaces(*(sp.to_spec(s) for s in spaces))
-    assert "\n" not in str(e.value)
+    assert_one_line_config_error(DiscreteBCQConfig(), change, spaces, message)
 
 
 def shared_heads(params, obs, k=2):

@@ -10,14 +10,17 @@ import jax
 import numpy as np
 import pytest
 from offline_rl_testlib import assert_resume_is_exact, evaluation_returns, level, spec_of
+from zoo_testlib import (
+    assert_export_acts_as_the_algorithm,
+    assert_one_line_config_error,
+    box_refusals,
+)
 
 from rljax_offline import spaces as sp
 from rljax_offline.acting.env_runner import record_expert
-from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.algorithms.rebrac import ReBRACConfig
 from rljax_offline.connectors.learner import add_next_actions
 from rljax_offline.episode.batch import EpisodeBatch
-from rljax_offline.export import load_stablehlo
 from rljax_offline.learning.init import init_state
 from rljax_offline.learning.update import BatchAxis
 from rljax_offline.models.initializers import TORCH_DEFAULT
@@ -86,20 +89,13 @@ def test_layer_norm_sits_before_or_after_the_relu(placement):
 
 
 @pytest.mark.parametrize("change, spaces, message", [
-    (lambda c: c, (OBS, gym.spaces.Discrete(2)), "ReBRACConfig needs Box actions"),
-    (lambda c: c, (OBS, gym.spaces.Box(-np.inf, np.inf, (1,))), "finite bounds"),
-    (lambda c: c.rl_module(model_config={"use_lstm": True}), None, "no recurrent form"),
-    (lambda c: c.training(lr=1e-3), None, "lr is not used"),
+    *box_refusals("ReBRACConfig"),
     (lambda c: c.training(n_critics=0), None, "n_critics must be"),
     (lambda c: c.rl_module(model_config={"fcnet_layernorm_placement": "inside"}), None,
      "fcnet_layernorm_placement must be one of"),
 ])
 def test_what_it_cannot_do_is_a_one_line_config_error(change, spaces, message):
-    with pytest.raises(ConfigError, match=message) as e:
-        config = change(ReBRACConfig())
-        config.validate()
-        config.check_spaces(*(sp.to_spec(s) for s in spaces))
-    assert "\n" not in str(e.value)
+    assert_one_line_config_error(ReBRACConfig(), change, spaces, message)
 
 
 def test_next_actions_are_the_episodes_next_step_and_invalid_at_its_end():
@@ -172,7 +168,5 @@ def test_exported_policy_acts_as_the_algorithm(pendulum_expert, tmp_path):
     algo = pendulum_config(pendulum_expert, 2).rl_module(
         model_config={"fcnet_hiddens": [16]}).evaluation(evaluation_interval=0).build()
     algo.train()
-    x = np.random.default_rng(0).uniform(-1, 1, (50, 3)).astype(np.float32)
-    exported = load_stablehlo(algo.export_policy(str(tmp_path / "policy.stablehlo")))
-    np.testing.assert_allclose(exported(x)[0], algo.compute_actions(x), rtol=1e-5, atol=1e-5)
+    assert_export_acts_as_the_algorithm(algo, tmp_path / "policy.stablehlo")
     algo.stop()

@@ -40,12 +40,16 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
-import optax
 
 from rljax_offline import spaces as sp
-from rljax_offline.algorithms.actor_critic_base import (
-    Q_COLUMNS,
-    ActorCriticBaseConfig,
+from rljax_offline.algorithms.actor_critic_base import ActorCriticBaseConfig
+from rljax_offline.algorithms.actor_critic_parts import (
+    clipped_q_data,
+    critic_and_actor,
+    mixed_min_max,
+    td_regression,
+    td_target,
+    unit_box,
 )
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.cql import repeat_rows, split_keys
@@ -62,18 +66,16 @@ from rljax_offline.algorithms.vae import (
     ConditionedMLP,
     conditional_vae,
     conditioned_mlp,
+    imitator_loss,
     sample_latent,
-    vae_loss,
 )
-from rljax_offline.connectors.learner import clip_actions_inside_bounds
-from rljax_offline.learning.losses import not_terminal
 from rljax_offline.learning.optim import make_optimizer
-from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, DataSpec, LearningSpec, Loss
+from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, LearningSpec, Loss
 from rljax_offline.models.actor_and_q import check_bounded
-from rljax_offline.models.distributions import action_scaler, deterministic
+from rljax_offline.models.distributions import deterministic
 from rljax_offline.models.networks import continuous_q_network, ensemble
 
-__all__ = ["BCQConfig", "during", "perturbation_actor", "unit_to_dist_inputs"]
+__all__ = ["BCQConfig", "check_box", "perturbation_actor", "unit_to_dist_inputs"]
 
 TANH_EDGE = 1e-6
 
@@ -92,26 +94,6 @@ def check_box(config: AlgorithmConfig, act_spec, hint: str = "") -> None:
         raise ConfigError(f"{name} needs Box actions (a generative model of continuous "
                           f"actions){hint}, got {act_spec}")
     check_bounded(act_spec, name)
-
-
-def during(optimizer: optax.GradientTransformation, start: int = 0, stop: int | None = None
-           ) -> optax.GradientTransformation:
-    """`optimizer` applied only on updates `start <= t < stop` of its loss (counted by its
-    own state); on the others its updates are zero and its state (Adam's moments and step
-    count) is left as it is, as if the update had not happened (d3rlpy's skipped updates).
-
-    Args:
-      optimizer: the optax transformation.
-      start: the first update it applies.
-      stop: the first update it no longer applies (None: never stops).
-    """
-    if start == 0 and stop is None:
-        return optimizer
-
-    def applies(t):
-        return t >= start if stop is None else (t >= start) & (t < stop)
-
-    return optax.transforms.conditionally_mask(optimizer, applies)
 
 
 def perturbation_actor(obs_spec, dim: int, model_config: dict, phi: float) -> ConditionedMLP:
@@ -186,18 +168,14 @@ class BCQConfig(ActorCriticBaseConfig):
 
     def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
         self.check_spaces(obs_spec, act_spec)
-        dim, shape = int(sp.flat_dim(act_spec)), tuple(act_spec.shape)
-        to_unit, from_unit = action_scaler(act_spec)
+        dim = int(sp.flat_dim(act_spec))
+        to_unit, env_action = unit_box(act_spec)
         vae = conditional_vae(obs_spec, dim, 2 * dim, self.model_config)
         perturb = perturbation_actor(obs_spec, dim, self.model_config,
                                      self.action_flexibility)
         q = ensemble(continuous_q_network(obs_spec, act_spec, self.model_config),
                      self.n_critics)
-        gamma, lam, n, beta = self.gamma, self.lam, self.n_action_samples, self.beta
-        start = self.rl_start_step
-
-        def env_action(unit):
-            return from_unit(unit).reshape(unit.shape[0], *shape)
+        gamma, lam, n = self.gamma, self.lam, self.n_action_samples
 
         def candidates(params, policy_name, obs, keys):
             """`n` candidates per state: rows `[N * n]` of observations and unit actions."""
@@ -210,21 +188,12 @@ class BCQConfig(ActorCriticBaseConfig):
             k1, k2, k3 = jax.random.split(rng, 3)
             return {"policy": perturb.init(k1), "q": q.init(k2), "vae": vae.init(k3)}
 
-        def imitator_loss(params, batch, rng, axis):
-            return vae_loss(vae, params["vae"], batch["obs"], to_unit(batch["actions"]), rng,
-                            beta)
-
         def critic_loss(params, batch, rng, axis):
             rows = batch["rewards"].shape[0]
             obs_n, unit = candidates(params, "target_policy", batch["new_obs"], rng)
             values = q.apply(params["target_q"], obs_n, env_action(unit)).reshape(-1, rows, n)
-            mixed = lam * jnp.min(values, axis=0) + (1.0 - lam) * jnp.max(values, axis=0)
-            next_q = jnp.max(mixed, axis=-1)
-            y = jax.lax.stop_gradient(batch["rewards"] + gamma * not_terminal(batch) * next_q)
-            qs = q.apply(params["q"], batch["obs"], batch["actions"])  # [k, N]
-            loss = jnp.sum((qs - y) ** 2, axis=0)
-            return loss, {"qf_loss": loss, "qf_mean": qs.mean(0),
-                          "td_target_mean": y}
+            next_q = jnp.max(mixed_min_max(values, lam), axis=-1)
+            return td_regression(q, params, batch, td_target(batch, next_q, gamma))
 
         def actor_loss(params, batch, rng, axis):
             obs = batch["obs"]
@@ -243,13 +212,9 @@ class BCQConfig(ActorCriticBaseConfig):
 
         learning = LearningSpec(
             init=init,
-            losses=(Loss("imitator", ("vae",), imitator_loss,
+            losses=(Loss("imitator", ("vae",), imitator_loss(vae, to_unit, self.beta),
                          make_optimizer(self.imitator_lr, self.grad_clip)),
-                    Loss("critic", ("q",), critic_loss,
-                         during(make_optimizer(self.critic_lr, self.grad_clip), start)),
-                    Loss("actor", ("policy",), actor_loss,
-                         during(make_optimizer(self.actor_lr, self.grad_clip), start))),
+                    *critic_and_actor(self, critic_loss, actor_loss, start=self.rl_start_step)),
             targets={"target_q": "q", "target_policy": "policy"}, tau=self.tau)
         acting = ActingSpec(act=act, dist=deterministic(act_spec), takes_key=True)
-        return AlgorithmSpec(learning, acting, DataSpec(
-            columns=Q_COLUMNS, learner_connector=(clip_actions_inside_bounds(margin=0.0),)))
+        return AlgorithmSpec(learning, acting, clipped_q_data(margin=0.0))

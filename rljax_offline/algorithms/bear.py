@@ -27,8 +27,8 @@ multiplier and `T = exp(log_temp)` the entropy temperature:
 * acting: `n_action_samples` draws of `pi(.|s)` per state with the step's key
   (`ActingSpec.takes_key`), the one of highest `Q_1` taken.
 
-A phase's optimizers skip the other phase's updates (`bcq.during`); d3rlpy's one actor
-optimizer is two here (`warmup_actor`, `actor`: the Adam state starts afresh after the
+A phase's optimizers skip the other phase's updates (`actor_critic_parts.during`); d3rlpy's one
+actor optimizer is two here (`warmup_actor`, `actor`: the Adam state starts afresh after the
 warm-up). Defaults are d3rlpy 2.8's `BEARConfig` under its names: learning rates 1e-4
 (`actor_lr`), 3e-4 (`critic_lr`, `imitator_lr`), 1e-4 (`temp_lr`), 1e-3 (`alpha_lr`), batch
 256, `gamma=0.99`, `tau=0.005`, `n_critics=2`, `initial_temperature=1`, `initial_alpha=1`,
@@ -50,11 +50,15 @@ import jax.numpy as jnp
 import optax
 
 from rljax_offline import spaces as sp
-from rljax_offline.algorithms.actor_critic_base import (
-    Q_COLUMNS,
-    ActorCriticBaseConfig,
+from rljax_offline.algorithms.actor_critic_base import ActorCriticBaseConfig
+from rljax_offline.algorithms.actor_critic_parts import (
+    clipped_q_data,
+    during,
+    mixed_min_max,
+    td_regression,
+    td_target,
 )
-from rljax_offline.algorithms.bcq import check_box, during, unit_to_dist_inputs
+from rljax_offline.algorithms.bcq import check_box, unit_to_dist_inputs
 from rljax_offline.algorithms.cql import repeat_rows, sample_per_example, split_keys
 from rljax_offline.algorithms.options import (
     non_negative_float,
@@ -66,11 +70,10 @@ from rljax_offline.algorithms.options import (
     positive_int,
     probability,
 )
-from rljax_offline.algorithms.vae import conditional_vae, sample_latent, vae_loss
-from rljax_offline.connectors.learner import clip_actions_inside_bounds
-from rljax_offline.learning.losses import not_terminal, target_entropy, temperature_loss
+from rljax_offline.algorithms.vae import conditional_vae, imitator_loss, sample_latent
+from rljax_offline.learning.losses import target_entropy, temperature_loss
 from rljax_offline.learning.optim import make_optimizer
-from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, DataSpec, LearningSpec, Loss
+from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, LearningSpec, Loss
 from rljax_offline.models.actor_and_q import actor
 from rljax_offline.models.distributions import action_scaler, deterministic
 from rljax_offline.models.networks import continuous_q_network, ensemble
@@ -210,23 +213,16 @@ class BEARConfig(ActorCriticBaseConfig):
             y = jax.lax.stop_gradient(data).reshape(rows, m, dim)
             return mmd(x, y, self.mmd_kernel, self.mmd_sigma) - self.alpha_threshold
 
-        def imitator_loss(params, batch, rng, axis):
-            return vae_loss(vae, params["vae"], batch["obs"], to_unit(batch["actions"]), rng,
-                            self.vae_kl_weight)
-
         def critic_loss(params, batch, rng, axis):
             rows, n = batch["rewards"].shape[0], self.n_target_samples
             obs_n, a, logp = draws(params, batch["new_obs"], rng, n)
             values = q.apply(params["target_q"], obs_n, a).reshape(-1, rows, n)
-            mixed = lam * jnp.min(values, axis=0) + (1.0 - lam) * jnp.max(values, axis=0)
+            mixed = mixed_min_max(values, lam)
             best = jnp.argmax(mixed, axis=-1)
             pick = jnp.arange(rows)
             soft = mixed[pick, best] - jnp.exp(params["log_temp"]) * \
                 logp.reshape(rows, n)[pick, best]
-            y = jax.lax.stop_gradient(batch["rewards"] + gamma * not_terminal(batch) * soft)
-            qs = q.apply(params["q"], batch["obs"], batch["actions"])  # [k, N]
-            loss = jnp.sum((qs - y) ** 2, axis=0)
-            return loss, {"qf_loss": loss, "qf_mean": qs.mean(0), "td_target_mean": y}
+            return td_regression(q, params, batch, td_target(batch, soft, gamma))
 
         def alpha_value(params):
             return jnp.exp(jax.lax.stop_gradient(params["log_alpha"]))
@@ -269,7 +265,8 @@ class BEARConfig(ActorCriticBaseConfig):
 
         learning = LearningSpec(
             init=init,
-            losses=(Loss("imitator", ("vae",), imitator_loss, opt(self.imitator_lr)),
+            losses=(Loss("imitator", ("vae",), imitator_loss(vae, to_unit, self.vae_kl_weight),
+                         opt(self.imitator_lr)),
                     Loss("critic", ("q",), critic_loss, opt(self.critic_lr)),
                     Loss("warmup_actor", ("policy",), warmup_actor_loss,
                          during(opt(self.actor_lr), 0, warmup)),
@@ -281,5 +278,4 @@ class BEARConfig(ActorCriticBaseConfig):
                                 warmup))),
             targets={"target_q": "q"}, tau=self.tau)
         acting = ActingSpec(act=act, dist=deterministic(act_spec), takes_key=True)
-        return AlgorithmSpec(learning, acting, DataSpec(
-            columns=Q_COLUMNS, learner_connector=(clip_actions_inside_bounds(margin=0.0),)))
+        return AlgorithmSpec(learning, acting, clipped_q_data(margin=0.0))

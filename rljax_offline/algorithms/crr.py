@@ -20,23 +20,19 @@ Differences from d3rlpy's code: the actor is the tanh-squashed Gaussian that CQL
 share (d3rlpy's: a Gaussian around a tanh mean, log-std in [-6, 0]); and acting takes the
 policy's greedy action, where d3rlpy's `predict` resamples `n_action_samples` policy actions
 by `softmax(Q)` (the paper's critic-weighted policy, which needs a random key at acting
-time). Box actions with finite bounds only; no recurrent form.
+time). Box actions with finite bounds only; no recurrent form. The learner is
+`advantage_weighted`'s, shared with AWAC: this module chooses its reductions, weights and
+targets.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-import jax
 import jax.numpy as jnp
 
-from rljax_offline.algorithms.actor_critic_base import (
-    Q_COLUMNS,
-    ActorCriticBaseConfig,
-    check_squashed_box,
-)
-from rljax_offline.algorithms.awac import policy_values
-from rljax_offline.algorithms.cql import sample_per_example
+from rljax_offline.algorithms.actor_critic_base import ActorCriticBaseConfig, check_squashed_box
+from rljax_offline.algorithms.advantage_weighted import advantage_weighted_spec
 from rljax_offline.algorithms.options import (
     non_negative_float,
     one_of,
@@ -45,12 +41,7 @@ from rljax_offline.algorithms.options import (
     positive_float,
     positive_int,
 )
-from rljax_offline.connectors.learner import clip_actions_inside_bounds
-from rljax_offline.learning.losses import not_terminal
-from rljax_offline.learning.optim import make_optimizer
-from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, DataSpec, LearningSpec, Loss
-from rljax_offline.models.actor_and_q import actor
-from rljax_offline.models.networks import continuous_q_network, ensemble
+from rljax_offline.learning.spec import AlgorithmSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,50 +89,16 @@ class CRRConfig(ActorCriticBaseConfig):
 
     def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
         self.check_spaces(obs_spec, act_spec)
-        policy = actor(obs_spec, act_spec, self.model_config)
-        q = ensemble(continuous_q_network(obs_spec, act_spec, self.model_config),
-                     self.n_critics)
-        gamma, beta, n, max_weight = (self.gamma, self.beta, self.n_action_samples,
-                                      self.max_weight)
-        reduce = jnp.mean if self.advantage_type == "mean" else jnp.max
-        binary = self.weight_type == "binary"
+        beta, max_weight, binary = self.beta, self.max_weight, self.weight_type == "binary"
 
-        def init(rng):
-            k1, k2 = jax.random.split(rng)
-            return {"policy": policy.init(k1), "q": q.init(k2)}
-
-        def critic_loss(params, batch, rng, axis):
-            next_a, _ = sample_per_example(
-                policy.dist, policy.apply(params["target_policy"], batch["new_obs"]), rng)
-            next_q = jnp.min(q.apply(params["target_q"], batch["new_obs"], next_a), axis=0)
-            y = jax.lax.stop_gradient(batch["rewards"] + gamma * not_terminal(batch) * next_q)
-            qs = q.apply(params["q"], batch["obs"], batch["actions"])
-            loss = jnp.sum((qs - y) ** 2, axis=0)
-            return loss, {"qf_loss": loss, "qf_mean": qs.mean(0), "td_target_mean": y}
-
-        def actor_loss(params, batch, rng, axis):
-            q_data = jnp.mean(q.apply(params["q"], batch["obs"], batch["actions"]), axis=0)
-            v = policy_values(policy, q, params, batch["obs"], rng, n, reduce, jnp.mean)
-            adv = jax.lax.stop_gradient(q_data) - v
-            weight = ((adv > 0).astype(adv.dtype) if binary
-                      else jnp.clip(jnp.exp(adv / beta), 0.0, max_weight))
-            logp = policy.dist.logp(policy.apply(params["policy"], batch["obs"]),
-                                    batch["actions"])
-            loss = -weight * logp
-            return loss, {"policy_loss": loss, "advantage_mean": adv,
-                          "advantage_weight_mean": weight, "logp": logp}
+        def weight(adv, batch, axis):  # 1[A > 0], or min(exp(A / beta), max_weight)
+            w = ((adv > 0).astype(adv.dtype) if binary
+                 else jnp.clip(jnp.exp(adv / beta), 0.0, max_weight))
+            return w, {"advantage_weight_mean": w}
 
         hard = self.target_update_type == "hard"
-        learning = LearningSpec(
-            init=init,
-            losses=(Loss("critic", ("q",), critic_loss,
-                         make_optimizer(self.critic_lr, self.grad_clip)),
-                    Loss("actor", ("policy",), actor_loss,
-                         make_optimizer(self.actor_lr, self.grad_clip))),
-            targets={"target_q": "q", "target_policy": "policy"},
-            tau=1.0 if hard else self.tau,
+        return advantage_weighted_spec(
+            self, obs_spec, act_spec, over_critics=jnp.mean,
+            reduce=jnp.mean if self.advantage_type == "mean" else jnp.max, weight=weight,
+            target_policy=True, tau=1.0 if hard else self.tau,
             target_update_period=self.target_update_interval if hard else 1)
-        acting = ActingSpec(act=lambda params, obs: policy.apply(params["policy"], obs),
-                            dist=policy.dist, policy=policy)
-        return AlgorithmSpec(learning, acting, DataSpec(
-            columns=Q_COLUMNS, learner_connector=(clip_actions_inside_bounds(),)))

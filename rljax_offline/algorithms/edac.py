@@ -29,10 +29,12 @@ import math
 import jax
 import jax.numpy as jnp
 
-from rljax_offline.algorithms.actor_critic_base import (
-    Q_COLUMNS,
-    ActorCriticBaseConfig,
-    check_squashed_box,
+from rljax_offline.algorithms.actor_critic_base import ActorCriticBaseConfig, check_squashed_box
+from rljax_offline.algorithms.actor_critic_parts import (
+    critic_and_actor,
+    sampled_next_q,
+    squashed_actor_spec,
+    td_regression,
 )
 from rljax_offline.algorithms.cql import sample_per_example
 from rljax_offline.algorithms.options import (
@@ -43,7 +45,6 @@ from rljax_offline.algorithms.options import (
     positive_float,
     positive_int,
 )
-from rljax_offline.connectors.learner import clip_actions_inside_bounds
 from rljax_offline.learning.losses import (
     soft_actor_loss,
     soft_td_target,
@@ -51,7 +52,7 @@ from rljax_offline.learning.losses import (
     temperature_loss,
 )
 from rljax_offline.learning.optim import make_optimizer
-from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, DataSpec, LearningSpec, Loss
+from rljax_offline.learning.spec import AlgorithmSpec, LearningSpec, Loss
 from rljax_offline.models.actor_and_q import actor
 from rljax_offline.models.distributions import action_scaler
 from rljax_offline.models.initializers import TORCH_DEFAULT
@@ -137,14 +138,9 @@ class EDACConfig(ActorCriticBaseConfig):
                     "log_alpha": jnp.asarray(math.log(self.initial_alpha), jnp.float32)}
 
         def critic_loss(params, batch, rng, axis):
-            next_a, next_logp = sample_per_example(
-                dist, policy.apply(params["policy"], batch["new_obs"]), rng)
-            next_q = jnp.min(q.apply(params["target_q"], batch["new_obs"], next_a), axis=0)
+            next_q, next_logp = sampled_next_q(policy, q, params, batch["new_obs"], rng)
             y = soft_td_target(batch, next_q, next_logp, jnp.exp(params["log_alpha"]), gamma)
-            qs = q.apply(params["q"], batch["obs"], batch["actions"])  # [k, N]
-            td = jnp.sum((qs - y) ** 2, axis=0)
-            metrics = {"qf_loss": td, "qf_mean": qs.mean(0), "qf_std": qs.std(0),
-                       "td_target_mean": y}
+            td, metrics = td_regression(q, params, batch, y, with_std=True)
             if eta == 0.0:
                 return td, metrics
             es = diversity(q, params["q"], batch["obs"], to_unit(batch["actions"]), from_unit,
@@ -164,13 +160,7 @@ class EDACConfig(ActorCriticBaseConfig):
 
         learning = LearningSpec(
             init=init,
-            losses=(Loss("critic", ("q",), critic_loss,
-                         make_optimizer(self.critic_lr, self.grad_clip)),
-                    Loss("actor", ("policy",), actor_loss,
-                         make_optimizer(self.actor_lr, self.grad_clip)),
+            losses=(*critic_and_actor(self, critic_loss, actor_loss),
                     Loss("alpha", ("log_alpha",), alpha_loss, make_optimizer(self.alpha_lr))),
             targets={"target_q": "q"}, tau=self.tau)
-        acting = ActingSpec(act=lambda params, obs: policy.apply(params["policy"], obs),
-                            dist=dist, policy=policy)
-        return AlgorithmSpec(learning, acting, DataSpec(
-            columns=Q_COLUMNS, learner_connector=(clip_actions_inside_bounds(),)))
+        return squashed_actor_spec(learning, policy)

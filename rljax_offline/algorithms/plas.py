@@ -17,8 +17,9 @@ tanh(f(s))` the deterministic latent actor:
   * the targets of the critics and the actor follow with Polyak weight `tau`;
 * acting: `D(s, pi(s))`, deterministic.
 
-A phase's optimizers skip the other phase's updates (`bcq.during`: zero updates, their Adam
-state untouched, as d3rlpy's skipped updates); every loss is still computed and reported.
+A phase's optimizers skip the other phase's updates (`actor_critic_parts.during`: zero
+updates, their Adam state untouched, as d3rlpy's skipped updates); every loss is still computed
+and reported.
 
 Defaults are d3rlpy 2.8's `PLASConfig` under its names (RLlib has no PLAS): `actor_lr=1e-4`,
 `critic_lr=1e-3`, `imitator_lr=1e-4`, batch 100, `gamma=0.99`, `tau=0.005`, `n_critics=2`,
@@ -39,16 +40,17 @@ import jax
 import jax.numpy as jnp
 
 from rljax_offline import spaces as sp
-from rljax_offline.algorithms.actor_critic_base import (
-    Q_COLUMNS,
-    ActorCriticBaseConfig,
-)
-from rljax_offline.algorithms.bcq import (
-    check_box,
+from rljax_offline.algorithms.actor_critic_base import ActorCriticBaseConfig
+from rljax_offline.algorithms.actor_critic_parts import (
+    clipped_q_data,
+    critic_and_actor,
     during,
-    perturbation_actor,
-    unit_to_dist_inputs,
+    mixed_min_max,
+    td_regression,
+    td_target,
+    unit_box,
 )
+from rljax_offline.algorithms.bcq import check_box, perturbation_actor, unit_to_dist_inputs
 from rljax_offline.algorithms.options import (
     non_negative_float,
     non_negative_int,
@@ -58,12 +60,10 @@ from rljax_offline.algorithms.options import (
     positive_int,
     probability,
 )
-from rljax_offline.algorithms.vae import conditional_vae, vae_loss
-from rljax_offline.connectors.learner import clip_actions_inside_bounds
-from rljax_offline.learning.losses import not_terminal
+from rljax_offline.algorithms.vae import conditional_vae, imitator_loss
 from rljax_offline.learning.optim import make_optimizer
-from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, DataSpec, LearningSpec, Loss
-from rljax_offline.models.distributions import action_scaler, deterministic
+from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, LearningSpec, Loss
+from rljax_offline.models.distributions import deterministic
 from rljax_offline.models.networks import continuous_q_network, ensemble, mlp_network
 
 __all__ = ["PLASConfig", "PLASWithPerturbationConfig", "plas_spec"]
@@ -148,17 +148,14 @@ def plas_spec(config: PLASConfig, obs_spec, act_spec, phi: float | None) -> Algo
       phi: the perturbation's bound, or None for none.
     """
     config.check_spaces(obs_spec, act_spec)
-    mc, dim, shape = config.model_config, int(sp.flat_dim(act_spec)), tuple(act_spec.shape)
-    to_unit, from_unit = action_scaler(act_spec)
+    mc, dim = config.model_config, int(sp.flat_dim(act_spec))
+    to_unit, env_action = unit_box(act_spec)
     vae = conditional_vae(obs_spec, dim, 2 * dim, mc)
     latent_actor = mlp_network(obs_spec, vae.latent_dim, mc)
     perturb = None if phi is None else perturbation_actor(obs_spec, dim, mc, phi)
     q = ensemble(continuous_q_network(obs_spec, act_spec, mc), config.n_critics)
-    gamma, lam, beta, warmup = config.gamma, config.lam, config.beta, config.warmup_steps
+    gamma, lam, warmup = config.gamma, config.lam, config.warmup_steps
     prefix = {"online": "", "target": "target_"}
-
-    def env_action(unit):
-        return from_unit(unit).reshape(unit.shape[0], *shape)
 
     def unit_action(params, which, obs):
         """The action of the online or the target actor (and perturbation), in the unit box."""
@@ -173,18 +170,11 @@ def plas_spec(config: PLASConfig, obs_spec, act_spec, phi: float | None) -> Algo
         params = {"policy": latent_actor.init(k1), "q": q.init(k2), "vae": vae.init(k3)}
         return params if perturb is None else {**params, "perturbation": perturb.init(k4)}
 
-    def imitator_loss(params, batch, rng, axis):
-        return vae_loss(vae, params["vae"], batch["obs"], to_unit(batch["actions"]), rng,
-                        beta)
-
     def critic_loss(params, batch, rng, axis):
         next_unit = unit_action(params, "target", batch["new_obs"])
         values = q.apply(params["target_q"], batch["new_obs"], env_action(next_unit))
-        mixed = lam * jnp.min(values, axis=0) + (1.0 - lam) * jnp.max(values, axis=0)
-        y = jax.lax.stop_gradient(batch["rewards"] + gamma * not_terminal(batch) * mixed)
-        qs = q.apply(params["q"], batch["obs"], batch["actions"])  # [k, N]
-        loss = jnp.sum((qs - y) ** 2, axis=0)
-        return loss, {"qf_loss": loss, "qf_mean": qs.mean(0), "td_target_mean": y}
+        return td_regression(q, params, batch,
+                             td_target(batch, mixed_min_max(values, lam), gamma))
 
     def actor_loss(params, batch, rng, axis):
         unit = unit_action(params, "online", batch["obs"])
@@ -194,15 +184,12 @@ def plas_spec(config: PLASConfig, obs_spec, act_spec, phi: float | None) -> Algo
     actors = ("policy",) if perturb is None else ("policy", "perturbation")
     learning = LearningSpec(
         init=init,
-        losses=(Loss("imitator", ("vae",), imitator_loss,
+        losses=(Loss("imitator", ("vae",), imitator_loss(vae, to_unit, config.beta),
                      during(make_optimizer(config.imitator_lr, config.grad_clip), 0, warmup)),
-                Loss("critic", ("q",), critic_loss,
-                     during(make_optimizer(config.critic_lr, config.grad_clip), warmup)),
-                Loss("actor", actors, actor_loss,
-                     during(make_optimizer(config.actor_lr, config.grad_clip), warmup))),
+                *critic_and_actor(config, critic_loss, actor_loss, actor_nets=actors,
+                                  start=warmup)),
         targets={"target_q": "q", **{f"target_{a}": a for a in actors}}, tau=config.tau)
     acting = ActingSpec(
         act=lambda params, obs: unit_to_dist_inputs(unit_action(params, "online", obs)),
         dist=deterministic(act_spec))
-    return AlgorithmSpec(learning, acting, DataSpec(
-        columns=Q_COLUMNS, learner_connector=(clip_actions_inside_bounds(margin=0.0),)))
+    return AlgorithmSpec(learning, acting, clipped_q_data(margin=0.0))

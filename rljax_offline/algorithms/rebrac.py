@@ -38,6 +38,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from rljax_offline.algorithms.actor_critic_parts import td_regression, td_target
 from rljax_offline.algorithms.options import (
     boolean,
     dict_or_none,
@@ -46,11 +47,9 @@ from rljax_offline.algorithms.options import (
     optional,
     positive_float,
     positive_int,
-    unit_interval_open_left,
 )
 from rljax_offline.algorithms.td3_bc import DeterministicActorConfig, td3_parts, td3_spec
 from rljax_offline.connectors.learner import add_next_actions, clip_actions_inside_bounds
-from rljax_offline.learning.losses import not_terminal
 from rljax_offline.learning.spec import AlgorithmSpec, DataSpec
 from rljax_offline.models.initializers import TORCH_DEFAULT
 from rljax_offline.models.networks import continuous_q_network, ensemble
@@ -85,15 +84,6 @@ class ReBRACConfig(DeterministicActorConfig):
                                "weight of the actor's BC penalty |pi(s) - a|^2")
     critic_beta: float = option(1e-2, "training", non_negative_float,
                                 "weight of the target's BC penalty |a~' - a'_data|^2")
-    tau: float = option(5e-3, "training", unit_interval_open_left,
-                        "Polyak weight of the target updates")
-    target_smoothing_sigma: float = option(
-        0.2, "training", non_negative_float,
-        "std of the target action's noise, in units of the action half-range")
-    target_smoothing_clip: float = option(0.5, "training", non_negative_float,
-                                          "the target noise is clipped to +- this")
-    update_actor_interval: int = option(
-        2, "training", positive_int, "critic updates per actor (and target) update")
     n_critics: int = option(2, "training", positive_int,
                             "Q networks of the ensemble, their minimum in targets")
     normalize_observations: bool = option(
@@ -118,12 +108,9 @@ class ReBRACConfig(DeterministicActorConfig):
                                      parts.env_action(next_unit)), axis=0)
             penalty = batch["next_actions_valid"] * jnp.sum(
                 (next_unit - parts.to_unit(batch["next_actions"])) ** 2, axis=-1)
-            y = jax.lax.stop_gradient(batch["rewards"] + gamma * not_terminal(batch)
-                                      * (next_q - critic_beta * penalty))
-            qs = q.apply(params["q"], batch["obs"], batch["actions"])  # [k, N]
-            loss = jnp.sum((qs - y) ** 2, axis=0)
-            return loss, {"qf_loss": loss, "qf_mean": qs.mean(0), "td_target_mean": y,
-                          "critic_bc_penalty": penalty}
+            loss, metrics = td_regression(
+                q, params, batch, td_target(batch, next_q - critic_beta * penalty, gamma))
+            return loss, {**metrics, "critic_bc_penalty": penalty}
 
         def actor_loss(params, batch, rng, axis):
             unit = parts.unit_action(params["policy"], batch["obs"])

@@ -50,6 +50,13 @@ import jax
 import jax.numpy as jnp
 
 from rljax_offline import spaces as sp
+from rljax_offline.algorithms.actor_critic_parts import (
+    clipped_q_data,
+    critic_and_actor,
+    td_regression,
+    td_target,
+    unit_box,
+)
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.options import (
     boolean,
@@ -61,19 +68,11 @@ from rljax_offline.algorithms.options import (
     positive_int,
     unit_interval_open_left,
 )
-from rljax_offline.connectors.learner import clip_actions_inside_bounds
 from rljax_offline.connectors.mean_std import mean_std_filter
-from rljax_offline.learning.losses import not_terminal, per_example_normal
-from rljax_offline.learning.optim import make_optimizer
-from rljax_offline.learning.spec import (
-    ActingSpec,
-    AlgorithmSpec,
-    DataSpec,
-    LearningSpec,
-    Loss,
-)
+from rljax_offline.learning.losses import per_example_normal
+from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, DataSpec, LearningSpec
 from rljax_offline.models.actor_and_q import check_bounded, q_ensemble
-from rljax_offline.models.distributions import action_scaler, deterministic
+from rljax_offline.models.distributions import deterministic
 from rljax_offline.models.initializers import TORCH_DEFAULT
 from rljax_offline.models.networks import mlp_network
 from rljax_offline.models.policy import is_recurrent
@@ -84,7 +83,19 @@ class DeterministicActorConfig(AlgorithmConfig):
     """What TD3+BC and ReBRAC share around their losses: a deterministic tanh actor on
     bounded Box actions, their own actor and critic rates (no `lr`), no recurrent form, and
     the data set's mean-std normalization of observations (`normalize_observations`, a field
-    of each subclass), fitted on the data and shared by learning and acting."""
+    of each subclass), fitted on the data and shared by learning and acting; and TD3's
+    target smoothing, delayed actor and Polyak targets, whose options (declared here, at the
+    paper's defaults) `td3_parts` and `td3_spec` read."""
+
+    tau: float = option(5e-3, "training", unit_interval_open_left,
+                        "Polyak weight of the target updates")
+    target_smoothing_sigma: float = option(
+        0.2, "training", non_negative_float,
+        "std of the target action's noise, in units of the action half-range")
+    target_smoothing_clip: float = option(0.5, "training", non_negative_float,
+                                          "the target noise is clipped to +- this")
+    update_actor_interval: int = option(
+        2, "training", positive_int, "critic updates per actor (and target) update")
 
     def validate(self) -> None:
         super().validate()
@@ -136,15 +147,6 @@ class TD3BCConfig(DeterministicActorConfig):
                               "learning rate of the Q networks")
     alpha: float = option(2.5, "training", non_negative_float,
                           "weight of Q against BC: lambda = alpha / mean|Q(s, pi(s))|")
-    tau: float = option(5e-3, "training", unit_interval_open_left,
-                        "Polyak weight of the target updates")
-    target_smoothing_sigma: float = option(
-        0.2, "training", non_negative_float,
-        "std of the target action's noise, in units of the action half-range")
-    target_smoothing_clip: float = option(0.5, "training", non_negative_float,
-                                          "the target noise is clipped to +- this")
-    update_actor_interval: int = option(
-        2, "training", positive_int, "critic updates per actor (and target) update")
     twin_q: bool = option(True, "training", boolean,
                           "two Q networks, their minimum in targets")
     normalize_observations: bool = option(
@@ -164,10 +166,7 @@ class TD3BCConfig(DeterministicActorConfig):
             next_q = jnp.min(q.apply(params["target_q"], batch["new_obs"],
                                      parts.env_action(parts.next_unit(params, batch, rng))),
                              axis=0)
-            y = jax.lax.stop_gradient(batch["rewards"] + gamma * not_terminal(batch) * next_q)
-            qs = q.apply(params["q"], batch["obs"], batch["actions"])  # [k, N]
-            loss = jnp.sum((qs - y) ** 2, axis=0)
-            return loss, {"qf_loss": loss, "qf_mean": qs.mean(0), "td_target_mean": y}
+            return td_regression(q, params, batch, td_target(batch, next_q, gamma))
 
         def actor_loss(params, batch, rng, axis):
             unit = parts.unit_action(params["policy"], batch["obs"])
@@ -178,9 +177,7 @@ class TD3BCConfig(DeterministicActorConfig):
             loss = -lam * q1 + bc
             return loss, {"policy_loss": loss, "bc_loss": bc, "q_lambda": lam}
 
-        return td3_spec(self, parts, critic_loss, actor_loss, DataSpec(
-            columns=("obs", "actions", "rewards", "new_obs", "terminateds"),
-            learner_connector=(clip_actions_inside_bounds(margin=0.0),)))
+        return td3_spec(self, parts, critic_loss, actor_loss, clipped_q_data(margin=0.0))
 
 
 class TD3Parts(NamedTuple):
@@ -207,14 +204,11 @@ def td3_parts(config: DeterministicActorConfig, obs_spec, act_spec, q) -> TD3Par
     config.check_spaces(obs_spec, act_spec)
     dim = sp.flat_dim(act_spec)
     policy = mlp_network(obs_spec, dim, config.model_config)
-    to_unit, from_unit = action_scaler(act_spec)
+    to_unit, env_action = unit_box(act_spec)
     sigma, noise_clip = config.target_smoothing_sigma, config.target_smoothing_clip
 
     def unit_action(policy_params, obs):
         return jnp.tanh(policy.apply(policy_params, obs))  # [N, dim] in [-1, 1]
-
-    def env_action(unit):
-        return from_unit(unit).reshape(unit.shape[0], *act_spec.shape)
 
     def next_unit(params, batch, rng):
         noise = jnp.clip(sigma * per_example_normal(rng, (dim,)), -noise_clip, noise_clip)
@@ -237,11 +231,8 @@ def td3_spec(config: DeterministicActorConfig, parts: TD3Parts, critic_loss: Cal
 
     learning = LearningSpec(
         init=init,
-        losses=(Loss("critic", ("q",), critic_loss,
-                     make_optimizer(config.critic_lr, config.grad_clip)),
-                Loss("actor", ("policy",), actor_loss,
-                     make_optimizer(config.actor_lr, config.grad_clip),
-                     every=config.update_actor_interval)),
+        losses=critic_and_actor(config, critic_loss, actor_loss,
+                                every=config.update_actor_interval),
         targets={"target_policy": "policy", "target_q": "q"}, tau=config.tau,
         target_update_period=config.update_actor_interval)
     acting = ActingSpec(act=lambda params, obs: policy.apply(params["policy"], obs),

@@ -1,4 +1,4 @@
-"""The conditional VAE that BCQ and PLAS model the data's actions with, and the networks on
+"""The conditional VAE that BCQ, PLAS and BEAR model the data's actions with, and the networks on
 `(observation, vector)` inputs they are built from.
 
 * encoder: `(s, a) -> (mu, log_std)` of the latent `z` (`latent_dim` wide), `log_std`
@@ -29,7 +29,7 @@ from rljax_offline.models.encoders import encode_observations
 from rljax_offline.models.networks import mlp_network
 
 __all__ = ["ConditionalVAE", "ConditionedMLP", "conditional_vae", "conditioned_mlp",
-           "sample_latent", "vae_loss"]
+           "imitator_loss", "sample_latent", "vae_loss"]
 
 LATENT_CLIP = 0.5
 LOG_STD_MIN, LOG_STD_MAX = -4.0, 15.0
@@ -121,6 +121,22 @@ def vae_loss(vae: ConditionalVAE, params, obs, unit_actions, keys, beta: float):
     kl = jnp.mean(0.5 * (mu**2 + jnp.exp(2 * log_std) - 1.0) - log_std, axis=-1)
     loss = recon + beta * kl
     return loss, {"vae_loss": loss, "vae_recon_loss": recon, "vae_kl": kl}
+
+
+def imitator_loss(vae: ConditionalVAE, to_unit, beta: float):
+    """The `imitator` loss function `(params, batch, rng, axis) -> (loss, metrics)`:
+    `vae_loss` of `params["vae"]` on the batch's observations and its actions in the unit box.
+
+    Args:
+      vae: the `ConditionalVAE`.
+      to_unit: the env's actions to the unit box.
+      beta: the KL term's weight.
+    """
+
+    def loss(params, batch, rng, axis):
+        return vae_loss(vae, params["vae"], batch["obs"], to_unit(batch["actions"]), rng, beta)
+
+    return loss
 
 
 def sample_latent(keys: jax.Array, latent_dim: int) -> jax.Array:
