@@ -129,7 +129,10 @@ RECIPES: dict[str, MultiAgentRecipe] = {
 # not learn in 400k env steps (expert -74.1 against random -76.5: PPO's unbounded Gaussian
 # clipped to mpe2's [0, 1] box), so the discrete env only.
 IPPO_KINDS = ("random", "medium", "medium-replay", "expert")
-IPPO_ENVS = ("simple_spread",)
+IPPO_ENVS = ("simple_spread", "simple_spread_continuous", "simple_speaker_listener")
+# checkpoints in the first 1/20 of the run (one elsewhere): speaker-listener's IPPO is past
+# the halfway return by its first regular checkpoint (20,000 env steps)
+IPPO_DENSE_FIRST = {"simple_speaker_listener": 10, "simple_speaker_listener_continuous": 10}
 DEFAULT_IPPO_ENV_STEPS = 400_000   # IPPO reaches normalised 60 on simple_spread by ~300k
 _IPPO_DOCS = {
     "random": "uniform random actions",

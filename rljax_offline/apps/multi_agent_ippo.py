@@ -33,7 +33,12 @@ from rljax_offline.acting.multi_agent_runner import MultiAgentEnvRunner
 from rljax_offline.algorithms.algorithm import Algorithm
 from rljax_offline.algorithms.ppo import PPOConfig
 from rljax_offline.apps.mujoco_policies import cached_run, write_json
-from rljax_offline.apps.multi_agent_datasets import DEFAULT_IPPO_ENV_STEPS, ENVS, REF_SEED
+from rljax_offline.apps.multi_agent_datasets import (
+    DEFAULT_IPPO_ENV_STEPS,
+    ENVS,
+    IPPO_DENSE_FIRST,
+    REF_SEED,
+)
 from rljax_offline.apps.training_loop import checkpointed_steps
 
 __all__ = ["IppoRun", "ippo_config", "ippo_run", "module_policies", "policy_returns"]
@@ -94,9 +99,9 @@ def ippo_config(env: str, seed: int, output: str | None = None) -> PPOConfig:
     spec = ENVS[env]
     config = (PPOConfig().environment(f"{spec.env_id}:parallel_env",
                                       env_config=dict(spec.kwargs))
-              .multi_agent(policies={_module_id(env)},
+              .multi_agent(policies=set(dict(spec.agent_to_module).values()),
                            policy_mapping_fn=dict(spec.agent_to_module))
-              .env_runners(num_envs_per_env_runner=16)
+              .env_runners(num_envs_per_env_runner=16, normalize_actions=spec.continuous)
               .training(lr=5e-4, train_batch_size_per_learner=2000, minibatch_size=1536,
                         num_epochs=10, gamma=0.99, lambda_=0.95, clip_param=0.2,
                         entropy_coeff=0.01, use_kl_loss=False, vf_clip_param=100.0,
@@ -105,14 +110,6 @@ def ippo_config(env: str, seed: int, output: str | None = None) -> PPOConfig:
               .evaluation(evaluation_interval=0, evaluation_explore=True)
               .debugging(seed=seed))
     return config if output is None else config.offline_data(output=output)
-
-
-def _module_id(env: str) -> str:
-    modules = set(dict(ENVS[env].agent_to_module).values())
-    if len(modules) != 1:
-        raise ValueError(f"{env}: IPPO trains one module every agent shares; this env's "
-                         f"agents map to {sorted(modules)}")
-    return modules.pop()
 
 
 def module_policies(checkpoint: str) -> dict:
@@ -124,8 +121,11 @@ def module_policies(checkpoint: str) -> dict:
     """
     algo = Algorithm.from_checkpoint(checkpoint)
     try:
-        return {algo.module_id: ModuleActor(algo.policy(), algo.module_id, explore=True,
-                                            outputs=True)}
+        if hasattr(algo, "module_id"):   # one module every agent shares (`MultiAgentPPO`)
+            return {algo.module_id: ModuleActor(algo.policy(), algo.module_id, explore=True,
+                                                outputs=True)}
+        return {m: ModuleActor(algo.policy(m), m, explore=True, outputs=True)
+                for m in algo.module_ids}
     finally:
         algo.stop()
 
@@ -213,7 +213,8 @@ def _train(env, env_fn, seed, env_steps, path, num_checkpoints, checkpoint_episo
     evaluations = []
     try:
         for steps, ckpt in checkpointed_steps(algo, os.path.join(path, "checkpoints"),
-                                              env_steps, num_checkpoints):
+                                              env_steps, num_checkpoints,
+                                              IPPO_DENSE_FIRST.get(env, 1)):
             ret = float(np.mean(policy_returns(env_fn, env, module_policies(ckpt),
                                                checkpoint_episodes, REF_SEED + 10_000 + steps)))
             evaluations.append({"env_steps": steps, "return_mean": ret, "checkpoint": ckpt})

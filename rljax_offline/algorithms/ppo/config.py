@@ -46,6 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from rljax_offline import spaces as sp
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.options import (
     boolean,
@@ -76,6 +77,7 @@ from rljax_offline.models.actor_critic import (
     critic,
     init_policy_and_value,
 )
+from rljax_offline.models.distributions import clipped_gaussian
 from rljax_offline.models.networks import Network
 from rljax_offline.models.policy import MODEL_CONFIG_DEFAULTS, is_recurrent, make_policy
 from rljax_offline.models.recurrent import step_rows
@@ -260,6 +262,15 @@ class PPOConfig(AlgorithmConfig):
         "actors stay decentralised")
     num_envs_per_env_runner: int = option(1, "env_runners", positive_int,
                                           "vectorised envs sampled together")
+    # RLlib's name and idea (its default is True; ours False keeps the plain Gaussian on the
+    # env's scale): the policy acts in [-1, 1] units, mapped onto the bounds. Where RLlib
+    # records the module's raw actions, ours are the env's (inside the box) with their
+    # clipped-Gaussian log-probability (`models.distributions.clipped_gaussian`), so PPO's
+    # ratio and any data recorded stay in the env's action space.
+    normalize_actions: bool = option(
+        False, "env_runners", boolean, "Box actions: the Gaussian lives in [-1, 1] units "
+        "mapped onto the bounds (a fresh policy acts around the box's centre), actions "
+        "clipped to the box with their exact clipped-Gaussian log-probability")
     evaluation_interval: int = option(0, "evaluation", non_negative_int,
                                       "evaluate every N iterations (0: never; the sampling "
                                       "episodes are reported under env_runners)")
@@ -279,6 +290,10 @@ class PPOConfig(AlgorithmConfig):
             raise ConfigError(f"{type(self).__name__}: minibatch_size={self.minibatch_size} is "
                               f"larger than train_batch_size_per_learner="
                               f"{self.train_batch_size_per_learner}")
+        if self.normalize_actions and self.init_policy_from is not None:
+            raise ConfigError(f"{type(self).__name__}: normalize_actions=True reads the "
+                              "policy's outputs in [-1, 1] units; a policy from "
+                              "init_policy_from was trained on the env's scale")
         check = optional(lambda v: None if isinstance(v, str) else "a checkpoint path")
         expected = check(self.init_policy_from)
         if expected is not None:
@@ -299,6 +314,8 @@ class PPOConfig(AlgorithmConfig):
         """
         self.check_spaces(obs_spec, act_spec)
         policy = make_policy(obs_spec, act_spec, **self.model_config)
+        if self.normalize_actions and isinstance(sp.to_spec(act_spec), sp.BoxSpec):
+            policy = policy._replace(dist=clipped_gaussian(act_spec))
         value = (critic(obs_spec, self.model_config) if value_input is None
                  else centralized_critic(value_input, self.model_config, policy.is_stateful))
         module = actor_critic_module(policy, value) if policy.is_stateful else None
