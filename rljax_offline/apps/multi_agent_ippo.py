@@ -1,12 +1,17 @@
 """The behaviour policies of the mpe2 RL data sets (`mpe-ENV-ippo-KIND`): one IPPO run per
 env, cached, as D4RL made its MuJoCo sets from one SAC run (`apps.mujoco_policies`).
 
-`ippo_run` trains IPPO (one module every agent shares, `PPOConfig().multi_agent()`) with the
-settings of `benchmarks/multi_agent_ippo.py` for `env_steps` env steps, every sampled
-multi-agent episode written to `replay/sampled/` (`offline_data(output=...)`: the
-learner's rollouts), a checkpoint every `env_steps / num_checkpoints` env steps with the team return
-of its sampling policy (exploring: the behaviour that records the data) over
-`checkpoint_episodes` episodes. Then, on env seeds apart from training's:
+`ippo_run` trains IPPO (`PPOConfig().multi_agent()`: one module every agent shares on
+simple_spread, one per kind of agent on speaker-listener, trained together by
+`MultiModulePPO`) with the settings of `benchmarks/multi_agent_ippo.py` for `env_steps` env
+steps; Box actions with `normalize_actions=True` (the Gaussian in [-1, 1] units mapped onto
+mpe2's [0, 1] box, actions clipped to it with their exact log-probability:
+`models.distributions.clipped_gaussian`). Every sampled multi-agent episode is written to
+`replay/sampled/` (`offline_data(output=...)`: the learner's rollouts), and a checkpoint
+every `env_steps / num_checkpoints` env steps (the first interval split into
+`IPPO_DENSE_FIRST[env]` for envs learnt fast) with the team return of its sampling policy
+(exploring: the behaviour that records the data) over `checkpoint_episodes` episodes. Then,
+on env seeds apart from training's:
 
 * the expert is the checkpoint with the best evaluation, measured again over
   `eval_episodes` episodes: `ref_max_score`;
@@ -89,7 +94,8 @@ def ippo_config(env: str, seed: int, output: str | None = None) -> PPOConfig:
     """IPPO as `benchmarks/multi_agent_ippo.py` runs it (it reaches normalised 60 on
     simple_spread in about 300k env steps; minibatches of 1,536 rows instead of 1,500 so
     they divide over 1, 2, 4 ... 512 devices), on the env `env` of
-    `apps.multi_agent_datasets.ENVS`, every sampled episode recorded to `output`.
+    `apps.multi_agent_datasets.ENVS` (a module per module id of its agents; Box actions
+    normalised), every sampled episode recorded to `output`.
 
     Args:
       env: the env's short name.
@@ -113,8 +119,9 @@ def ippo_config(env: str, seed: int, output: str | None = None) -> PPOConfig:
 
 
 def module_policies(checkpoint: str) -> dict:
-    """`{module_id: exploring ModuleActor}` of an IPPO checkpoint: the sampling policy,
-    recording `action_logp` and `action_dist_inputs`, with its own copy of the params.
+    """`{module_id: exploring ModuleActor}` of an IPPO checkpoint (one shared module or
+    several): the sampling policies, recording `action_logp` and `action_dist_inputs`, with
+    their own copies of the params.
 
     Args:
       checkpoint: an IPPO checkpoint folder.
@@ -208,7 +215,8 @@ def ippo_run(env: str, env_fn: Any, *, cache_dir: str, env_steps: int = DEFAULT_
 def _train(env, env_fn, seed, env_steps, path, num_checkpoints, checkpoint_episodes,
            log) -> list:
     """Trains IPPO for `env_steps` env steps; a checkpoint and an evaluation of its sampling
-    policy every `env_steps / num_checkpoints` env steps. Returns the evaluations."""
+    policy every `env_steps / num_checkpoints` env steps (denser at first:
+    `IPPO_DENSE_FIRST`). Returns the evaluations."""
     algo = ippo_config(env, seed, os.path.join(path, "replay")).build()
     evaluations = []
     try:
