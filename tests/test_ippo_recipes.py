@@ -189,3 +189,34 @@ def test_continuous_ippo_sets_hold_box_actions_and_their_log_probabilities(tmp_p
                     np.asarray(dist.logp(jnp.asarray(outs["action_dist_inputs"]),
                                          jnp.asarray(a))),
                     outs["action_logp"], rtol=1e-5, atol=1e-5)
+
+
+def test_single_agent_ppo_normalizes_box_actions_too():
+    """Single-agent PPO on Pendulum (Box(-2, 2)) with `normalize_actions=True`: the
+    sampled actions are inside the bounds with the clipped Gaussian's log-probability,
+    and one iteration trains with PPO's ratio starting at 1 (no clipped rows at first);
+    fine-tuning a policy trained on the env's scale is refused."""
+    from rljax_offline.algorithms.config import ConfigError
+    from rljax_offline.algorithms.ppo import PPOConfig
+
+    config = (PPOConfig().environment("Pendulum-v1")
+              .env_runners(num_envs_per_env_runner=2, normalize_actions=True)
+              .training(train_batch_size_per_learner=64, minibatch_size=64, num_epochs=1)
+              .rl_module(model_config={"fcnet_hiddens": [16]}).learners(num_devices=1))
+    algo = config.build()
+    try:
+        chunks, _ = algo.sample_steps(64)
+        dist = algo.policy().module.dist
+        for ep in chunks:
+            a = np.asarray(ep.get_actions())
+            assert a.min() >= -2.0 and a.max() <= 2.0
+            outs = ep.extra_model_outputs
+            np.testing.assert_allclose(
+                np.asarray(dist.logp(jnp.asarray(outs["action_dist_inputs"]), jnp.asarray(a))),
+                outs["action_logp"], rtol=1e-5, atol=1e-5)
+        learner = algo.train()["learners"]["default_policy"]
+        assert learner["clip_fraction"] == 0.0 and abs(learner["mean_kl_loss"]) < 1e-6
+    finally:
+        algo.stop()
+    with pytest.raises(ConfigError, match="normalize_actions"):
+        config.training(init_policy_from="/some/checkpoint").validate()
