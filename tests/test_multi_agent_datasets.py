@@ -24,7 +24,13 @@ from rljax_offline.acting.multi_agent_experts import (
     spread_heuristic,
     spread_heuristic_continuous,
 )
-from rljax_offline.apps.multi_agent_datasets import EPSILONS, IPPO_KINDS, RECIPES, recipe
+from rljax_offline.apps.multi_agent_datasets import (
+    EPSILONS,
+    IPPO_ENVS,
+    IPPO_KINDS,
+    RECIPES,
+    recipe,
+)
 from rljax_offline.errors import BehaviorError, OutputExistsError, UsageError
 
 
@@ -140,7 +146,7 @@ def test_recipes_cover_the_ladder_and_refuse_unknown_names():
                 "simple_speaker_listener_continuous"):
         assert [recipe(f"mpe-{env}-heuristic-eps{e}").epsilon for e in EPSILONS] == list(
             EPSILONS)
-    assert len(RECIPES) == 24 + 4
+    assert len(RECIPES) == 24 + 4 * len(IPPO_ENVS)
     assert [recipe(f"mpe-simple_spread-ippo-{k}").kind for k in IPPO_KINDS] == list(IPPO_KINDS)
     with pytest.raises(UsageError, match="mpe-simple_spread-heuristic-eps0.1"):
         recipe("mpe-simple_spread-heuristic-eps0.2")

@@ -1,7 +1,7 @@
 """Multi-agent benchmark data sets made here from scripted policies (no download, no RL run):
 mpe2's cooperative envs, each with an epsilon ladder of its scripted heuristic
 (`acting.multi_agent_experts`), named `mpe-ENV-heuristic-epsE`, and D4RL's kinds made from
-one IPPO run (`apps.multi_agent_ippo`), named `mpe-simple_spread-ippo-KIND` (KIND random,
+one IPPO run per env (`apps.multi_agent_ippo`), named `mpe-ENV-ippo-KIND` (KIND random,
 medium, medium-replay, expert):
 
 * `simple_spread` (3 agents, 3 landmarks, 25 steps, Discrete(5) moves; one shared module
@@ -124,12 +124,16 @@ RECIPES: dict[str, MultiAgentRecipe] = {
                                                       _doc(env, eps))
     for env in ENVS for eps in EPSILONS}
 
-# D4RL's kinds, from one IPPO run per env (`apps.multi_agent_ippo`): IPPO trains one module
-# every agent shares, so the envs whose agents share one; on simple_spread_continuous it did
-# not learn in 400k env steps (expert -74.1 against random -76.5: PPO's unbounded Gaussian
-# clipped to mpe2's [0, 1] box), so the discrete env only.
+# D4RL's kinds, from one IPPO run per env (`apps.multi_agent_ippo`): one module every agent
+# shares (simple_spread) or one per kind of agent (speaker-listener's two); Box actions with
+# PPO's `normalize_actions` (with the plain Gaussian on mpe2's [0, 1] box continuous
+# simple_spread did not learn in 400k env steps: expert -74.1 against random -76.5).
 IPPO_KINDS = ("random", "medium", "medium-replay", "expert")
-IPPO_ENVS = ("simple_spread",)
+IPPO_ENVS = ("simple_spread", "simple_spread_continuous", "simple_speaker_listener",
+             "simple_speaker_listener_continuous")
+# checkpoints in the first 1/20 of the run (one elsewhere): speaker-listener's IPPO is past
+# the halfway return by its first regular checkpoint (20,000 env steps)
+IPPO_DENSE_FIRST = {"simple_speaker_listener": 10, "simple_speaker_listener_continuous": 10}
 DEFAULT_IPPO_ENV_STEPS = 400_000   # IPPO reaches normalised 60 on simple_spread by ~300k
 _IPPO_DOCS = {
     "random": "uniform random actions",

@@ -1,12 +1,17 @@
 """The behaviour policies of the mpe2 RL data sets (`mpe-ENV-ippo-KIND`): one IPPO run per
 env, cached, as D4RL made its MuJoCo sets from one SAC run (`apps.mujoco_policies`).
 
-`ippo_run` trains IPPO (one module every agent shares, `PPOConfig().multi_agent()`) with the
-settings of `benchmarks/multi_agent_ippo.py` for `env_steps` env steps, every sampled
-multi-agent episode written to `replay/sampled/` (`offline_data(output=...)`: the
-learner's rollouts), a checkpoint every `env_steps / num_checkpoints` env steps with the team return
-of its sampling policy (exploring: the behaviour that records the data) over
-`checkpoint_episodes` episodes. Then, on env seeds apart from training's:
+`ippo_run` trains IPPO (`PPOConfig().multi_agent()`: one module every agent shares on
+simple_spread, one per kind of agent on speaker-listener, trained together by
+`MultiModulePPO`) with the settings of `benchmarks/multi_agent_ippo.py` for `env_steps` env
+steps; Box actions with `normalize_actions=True` (the Gaussian in [-1, 1] units mapped onto
+mpe2's [0, 1] box, actions clipped to it with their exact log-probability:
+`models.distributions.clipped_gaussian`). Every sampled multi-agent episode is written to
+`replay/sampled/` (`offline_data(output=...)`: the learner's rollouts), and a checkpoint
+every `env_steps / num_checkpoints` env steps (the first interval split into
+`IPPO_DENSE_FIRST[env]` for envs learnt fast) with the team return of its sampling policy
+(exploring: the behaviour that records the data) over `checkpoint_episodes` episodes. Then,
+on env seeds apart from training's:
 
 * the expert is the checkpoint with the best evaluation, measured again over
   `eval_episodes` episodes: `ref_max_score`;
@@ -33,7 +38,12 @@ from rljax_offline.acting.multi_agent_runner import MultiAgentEnvRunner
 from rljax_offline.algorithms.algorithm import Algorithm
 from rljax_offline.algorithms.ppo import PPOConfig
 from rljax_offline.apps.mujoco_policies import cached_run, write_json
-from rljax_offline.apps.multi_agent_datasets import DEFAULT_IPPO_ENV_STEPS, ENVS, REF_SEED
+from rljax_offline.apps.multi_agent_datasets import (
+    DEFAULT_IPPO_ENV_STEPS,
+    ENVS,
+    IPPO_DENSE_FIRST,
+    REF_SEED,
+)
 from rljax_offline.apps.training_loop import checkpointed_steps
 
 __all__ = ["IppoRun", "ippo_config", "ippo_run", "module_policies", "policy_returns"]
@@ -84,7 +94,8 @@ def ippo_config(env: str, seed: int, output: str | None = None) -> PPOConfig:
     """IPPO as `benchmarks/multi_agent_ippo.py` runs it (it reaches normalised 60 on
     simple_spread in about 300k env steps; minibatches of 1,536 rows instead of 1,500 so
     they divide over 1, 2, 4 ... 512 devices), on the env `env` of
-    `apps.multi_agent_datasets.ENVS`, every sampled episode recorded to `output`.
+    `apps.multi_agent_datasets.ENVS` (a module per module id of its agents; Box actions
+    normalised), every sampled episode recorded to `output`.
 
     Args:
       env: the env's short name.
@@ -94,9 +105,9 @@ def ippo_config(env: str, seed: int, output: str | None = None) -> PPOConfig:
     spec = ENVS[env]
     config = (PPOConfig().environment(f"{spec.env_id}:parallel_env",
                                       env_config=dict(spec.kwargs))
-              .multi_agent(policies={_module_id(env)},
+              .multi_agent(policies=set(dict(spec.agent_to_module).values()),
                            policy_mapping_fn=dict(spec.agent_to_module))
-              .env_runners(num_envs_per_env_runner=16)
+              .env_runners(num_envs_per_env_runner=16, normalize_actions=spec.continuous)
               .training(lr=5e-4, train_batch_size_per_learner=2000, minibatch_size=1536,
                         num_epochs=10, gamma=0.99, lambda_=0.95, clip_param=0.2,
                         entropy_coeff=0.01, use_kl_loss=False, vf_clip_param=100.0,
@@ -107,25 +118,21 @@ def ippo_config(env: str, seed: int, output: str | None = None) -> PPOConfig:
     return config if output is None else config.offline_data(output=output)
 
 
-def _module_id(env: str) -> str:
-    modules = set(dict(ENVS[env].agent_to_module).values())
-    if len(modules) != 1:
-        raise ValueError(f"{env}: IPPO trains one module every agent shares; this env's "
-                         f"agents map to {sorted(modules)}")
-    return modules.pop()
-
-
 def module_policies(checkpoint: str) -> dict:
-    """`{module_id: exploring ModuleActor}` of an IPPO checkpoint: the sampling policy,
-    recording `action_logp` and `action_dist_inputs`, with its own copy of the params.
+    """`{module_id: exploring ModuleActor}` of an IPPO checkpoint (one shared module or
+    several): the sampling policies, recording `action_logp` and `action_dist_inputs`, with
+    their own copies of the params.
 
     Args:
       checkpoint: an IPPO checkpoint folder.
     """
     algo = Algorithm.from_checkpoint(checkpoint)
     try:
-        return {algo.module_id: ModuleActor(algo.policy(), algo.module_id, explore=True,
-                                            outputs=True)}
+        if hasattr(algo, "module_id"):   # one module every agent shares (`MultiAgentPPO`)
+            return {algo.module_id: ModuleActor(algo.policy(), algo.module_id, explore=True,
+                                                outputs=True)}
+        return {m: ModuleActor(algo.policy(m), m, explore=True, outputs=True)
+                for m in algo.module_ids}
     finally:
         algo.stop()
 
@@ -208,12 +215,14 @@ def ippo_run(env: str, env_fn: Any, *, cache_dir: str, env_steps: int = DEFAULT_
 def _train(env, env_fn, seed, env_steps, path, num_checkpoints, checkpoint_episodes,
            log) -> list:
     """Trains IPPO for `env_steps` env steps; a checkpoint and an evaluation of its sampling
-    policy every `env_steps / num_checkpoints` env steps. Returns the evaluations."""
+    policy every `env_steps / num_checkpoints` env steps (denser at first:
+    `IPPO_DENSE_FIRST`). Returns the evaluations."""
     algo = ippo_config(env, seed, os.path.join(path, "replay")).build()
     evaluations = []
     try:
         for steps, ckpt in checkpointed_steps(algo, os.path.join(path, "checkpoints"),
-                                              env_steps, num_checkpoints):
+                                              env_steps, num_checkpoints,
+                                              IPPO_DENSE_FIRST.get(env, 1)):
             ret = float(np.mean(policy_returns(env_fn, env, module_policies(ckpt),
                                                checkpoint_episodes, REF_SEED + 10_000 + steps)))
             evaluations.append({"env_steps": steps, "return_mean": ret, "checkpoint": ckpt})

@@ -324,5 +324,7 @@ _ACTION_LOGP = {
     (True, True): "log of epsilon / box volume + (1 - epsilon) truncated Gaussian density "
                   "(mean the heuristic's action, sigma noise_sigma)",
     (False, False): "the behaviour's log-probability (IPPO's categorical; random: log 1/n)",
-    (False, True): "the behaviour's log-density (IPPO's Gaussian; random: the uniform's)",
+    (False, True): "the behaviour's log-probability (IPPO's clipped Gaussian: its density "
+                   "inside the box, its mass beyond a bound on it; random: the uniform's "
+                   "log-density)",
 }

@@ -35,8 +35,8 @@ def _short(result: dict) -> dict:
     return row
 
 
-def checkpointed_steps(algo, path: str, env_steps: int, num_checkpoints: int
-                       ) -> Iterator[tuple[int, str]]:
+def checkpointed_steps(algo, path: str, env_steps: int, num_checkpoints: int,
+                       dense_first: int = 1) -> Iterator[tuple[int, str]]:
     """Trains the online `algo` for `env_steps` env steps and saves a checkpoint under
     `path/<env steps>` about every `env_steps / num_checkpoints` of them (and at the end),
     yielding `(env steps, checkpoint)` after each: what the data-set recipes' behaviour runs
@@ -49,13 +49,18 @@ def checkpointed_steps(algo, path: str, env_steps: int, num_checkpoints: int
       path: the checkpoints' folder.
       env_steps: the budget.
       num_checkpoints: about how many checkpoints.
+      dense_first: the first `env_steps / num_checkpoints` env steps get this many
+        checkpoints instead of one (a policy that learns fast early: the IPPO recipes'
+        medium checkpoint is found among them).
     """
     every = max(1, env_steps // num_checkpoints)
-    steps, next_at = 0, every
+    early = max(1, every // max(1, dense_first))
+    steps, next_at = 0, early
     while steps < env_steps:
         steps = int(algo.train()["num_env_steps_sampled_lifetime"])
         if steps >= next_at or steps >= env_steps:
-            next_at += every * max(1, (steps - next_at) // every + 1)
+            next_at = (min(every, (steps // early + 1) * early) if steps < every
+                       else (steps // every + 1) * every)
             yield steps, algo.save(os.path.join(path, f"{steps:09d}"))
 
 

@@ -98,7 +98,7 @@ def register(sub) -> None:
         run_make)
     m.add_argument("name", choices=sorted(RECIPES) + sorted(ma.RECIPES), metavar="NAME",
                    help=f"ENV-KIND, ENV one of {', '.join(ENVS)}, KIND one of {kinds}; or "
-                        "an mpe2 set, mpe-ENV-heuristic-epsE or mpe-simple_spread-ippo-KIND "
+                        "an mpe2 set, mpe-ENV-heuristic-epsE or mpe-ENV-ippo-KIND "
                         "(`datasets list` names them)")
     m.add_argument("--output", required=True, help="a new (or empty) folder to write into")
     m.add_argument("--num-steps", type=positive_int, default=None,

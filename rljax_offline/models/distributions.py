@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.scipy.special import log_ndtr
 
 from rljax_offline import spaces as sp
 
@@ -26,7 +27,8 @@ class Distribution(NamedTuple):
       entropy: `inputs -> [...]`.
       sample_and_logp: `(inputs, rng) -> (actions, logp)`, reparameterised (gradients flow
         through the actions); None where the family has none.
-      kind: the family ("categorical", "gaussian", "squashed_gaussian", "deterministic"):
+      kind: the family ("categorical", "gaussian", "squashed_gaussian", "clipped_gaussian",
+        "tanh_mean_gaussian", "deterministic"):
         two policies can share weights only where their families agree.
     """
 
@@ -182,6 +184,70 @@ def squashed_gaussian(spec: sp.BoxSpec, eps: float = 1e-6) -> Distribution:
         sample=lambda inputs, rng: sample_and_logp(inputs, rng)[0],
         greedy=lambda inputs: to_env(jnp.tanh(split(inputs)[0])),
         entropy=base.entropy, sample_and_logp=sample_and_logp, kind="squashed_gaussian")
+
+
+def clipped_gaussian(spec: sp.BoxSpec) -> Distribution:
+    """A diagonal Gaussian in [-1, 1] units mapped onto a bounded Box and clipped to it: what
+    a PPO policy with `normalize_actions=True` acts with (RLlib's option: the network's
+    outputs are read in [-1, 1] units, whatever the bounds).
+
+    `action_dist_inputs` are `concat(mean, log_std)` in unit space; the env-space Gaussian is
+    `N(mid + half * mean, half * std)` (`mid`, `half`: the bounds' centre and half-width),
+    and an action is its draw clipped to the bounds, so a fresh network (outputs near 0)
+    acts around the box's centre with a spread of about half its width. `logp` is the
+    action's exact log-probability under that clipped Gaussian, per dimension: the
+    Gaussian's log-density (env units) strictly inside the bounds and the log of the mass
+    beyond a bound on it (Fujita and Maeda 2018, "Clipped Action Policy Gradient"), so
+    actions recorded as the env got them (inside the box) carry the probability the policy
+    gave them. `greedy` is the clipped mean, `entropy` the unclipped Gaussian's (env units).
+
+    Args:
+      spec: the bounded Box action space's spec.
+    """
+    spec = sp.to_spec(spec)
+    low = np.asarray(spec.low, np.float32).reshape(-1)
+    high = np.asarray(spec.high, np.float32).reshape(-1)
+    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+        raise ValueError(f"normalize_actions needs a bounded Box action space, got {spec}")
+    mid, half = (high + low) / 2, (high - low) / 2
+    base = diag_gaussian(low.size)
+    shape = tuple(spec.shape)
+
+    def env_gaussian(inputs):
+        mean, log_std = jnp.split(inputs, 2, axis=-1)
+        log_std = jnp.clip(log_std, LOG_STD_MIN, LOG_STD_MAX) + jnp.log(half)
+        return mid + half * mean, log_std
+
+    def to_env(flat):
+        return flat.reshape(*flat.shape[:-1], *shape)
+
+    def logp(inputs, actions):
+        mean, log_std = env_gaussian(inputs)
+        a = actions.reshape(mean.shape)
+        std = jnp.exp(log_std)
+        density = -0.5 * ((a - mean) / std) ** 2 - log_std - 0.5 * jnp.log(2 * jnp.pi)
+        below = log_ndtr((low - mean) / std)
+        above = log_ndtr((mean - high) / std)
+        per_dim = jnp.where(a <= low, below, jnp.where(a >= high, above, density))
+        return jnp.sum(per_dim, axis=-1)
+
+    def sample(inputs, rng):
+        mean, log_std = env_gaussian(inputs)
+        draw = mean + jnp.exp(log_std) * jax.random.normal(rng, mean.shape)
+        return to_env(jnp.clip(draw, low, high))
+
+    def entropy(inputs):
+        _, log_std = env_gaussian(inputs)
+        return jnp.sum(log_std + 0.5 * jnp.log(2 * jnp.pi * jnp.e), axis=-1)
+
+    def sample_and_logp(inputs, rng):
+        actions = sample(inputs, rng)
+        return actions, logp(inputs, actions)
+
+    return Distribution(
+        dist_dim=base.dist_dim, logp=logp, sample=sample,
+        greedy=lambda inputs: to_env(jnp.clip(env_gaussian(inputs)[0], low, high)),
+        entropy=entropy, sample_and_logp=sample_and_logp, kind="clipped_gaussian")
 
 
 def tanh_mean_gaussian(spec: sp.BoxSpec, log_std_min: float = -5.0,
