@@ -15,7 +15,7 @@ Printed: each run's level (mean of the last three evaluations), the mean over se
 and the paired final difference of EDAC against each other run; a PNG of the evaluations.
 
     PYTHONPATH=. python benchmarks/edac_vs_ensembles.py [--seeds 0,1,2] [--updates 20000] \
-        [--recipe pendulum-mixed] [--runs DIR] [--only edac,sac-n,sac-2,cql]
+        [--recipe pendulum-mixed | --data DIR --env ENV] [--runs DIR] [--only edac,sac-n,sac-2,cql]
 """
 
 from __future__ import annotations
@@ -47,6 +47,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default=",".join(VARIANTS), help=f"of {sorted(VARIANTS)}")
     ap.add_argument("--recipe", default="pendulum-mixed", help=f"of {sorted(RECIPES)}")
+    ap.add_argument("--data", help="a folder of episodes instead of a recipe (e.g. a Hopper "
+                    "set of `rljax-offline datasets make`); needs --env")
+    ap.add_argument("--env", help="the env of --data")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--updates", type=int, default=20000)
     ap.add_argument("--evals", type=int, default=10)
@@ -55,12 +58,16 @@ def main() -> None:
     ap.add_argument("--runs", help="folder where each run's history is saved and reused")
     ap.add_argument("--plots", default=FIGURES, help="folder for the PNG ('' for none)")
     args = ap.parse_args()
-    data, env_id = recording(args.recipe), RECIPES[args.recipe].env_id
+    if args.data:
+        data, env_id, set_name = args.data, args.env, os.path.basename(args.data.rstrip("/"))
+    else:
+        data, env_id, set_name = (recording(args.recipe), RECIPES[args.recipe].env_id,
+                                  args.recipe)
     names = args.only.split(",")
     histories: dict[str, list[dict]] = {name: [] for name in names}
     for seed in (int(s) for s in args.seeds.split(",")):
         for name in names:
-            key = (f"{name}-{args.recipe}-s{seed}-u{args.updates}-"
+            key = (f"{name}-{set_name}-s{seed}-u{args.updates}-"
                    f"e{args.evals}x{args.eval_episodes}")
             h = kept(args.runs, key, lambda name=name, seed=seed: run_ours(
                 data, env_id, VARIANTS[name](), args.updates, seed, evals=args.evals,
@@ -70,8 +77,8 @@ def main() -> None:
             print(json.dumps({"run": name, "seed": seed, "returns": h["returns"],
                               "updates_per_s": h["updates_per_s"]}), flush=True)
     if args.plots:
-        path = plot_runs(histories, os.path.join(args.plots, f"edac-{args.recipe}.png"),
-                         title=f"EDAC, SAC-N and CQL on {args.recipe}, batch {BATCH}")
+        path = plot_runs(histories, os.path.join(args.plots, f"edac-{set_name}.png"),
+                         title=f"EDAC, SAC-N and CQL on {set_name}, batch {BATCH}")
         print(f"plot: {path}")
     rows = {name: summary(hs) for name, hs in histories.items()}
     print("\n| run | seeds | level (mean +- std) | levels | final (mean) | updates/s |"

@@ -17,10 +17,12 @@ Defaults are d3rlpy 2.8's `CRRConfig` under its names (RLlib has no CRR): `beta=
 `n_critics=1`, `target_update_type="hard"`, `target_update_interval=100`, `tau=0.005`,
 learning rates 3e-4, batch 100, `gamma=0.99`, 256-256 ReLU networks from PyTorch's draw.
 Differences from d3rlpy's code: the actor is the tanh-squashed Gaussian that CQL, IQL and SAC
-share (d3rlpy's: a Gaussian around a tanh mean, log-std in [-6, 0]); and acting takes the
-policy's greedy action, where d3rlpy's `predict` resamples `n_action_samples` policy actions
-by `softmax(Q)` (the paper's critic-weighted policy, which needs a random key at acting
-time). Box actions with finite bounds only; no recurrent form. The learner is
+share (d3rlpy's: a Gaussian around a tanh mean, its log-std an output clamped to [-20, 2]);
+and acting takes the policy's greedy action, where d3rlpy's `predict` resamples
+`n_action_samples` policy actions by `softmax(Q)` (the paper's critic-weighted policy, which
+needs a random key at acting time). The acting rule is most of the gap to d3rlpy's final
+returns at 20,000 updates on mixed Pendulum (docs/benchmarks/zoo-parity-20k.md). Box actions
+with finite bounds only; no recurrent form. The learner is
 `advantage_weighted`'s, shared with AWAC: this module chooses its reductions, weights and
 targets.
 """
