@@ -54,11 +54,17 @@ TRUNCATED_NORMAL_STD = 0.87962566103423978
 STANDARD_OBSERVATIONS = {"TD3PlusBC"}
 
 
+def build(algo, dataset) -> None:
+    """Builds `algo`'s scalers and networks on `dataset` now (as `fit` would first), once."""
+    if algo.impl is None:
+        d3rlpy.algos.qlearning.base.build_scalers_with_transition_picker(algo, dataset)
+        algo.build_with_dataset(dataset)
+
+
 def flax_draw(algo, dataset) -> None:
     """Builds `algo` and redraws every Linear layer of its networks as flax's `Dense` does
     (kernel: truncated normal, variance 1/fan_in; bias: zeros), targets copied after."""
-    d3rlpy.algos.qlearning.base.build_scalers_with_transition_picker(algo, dataset)
-    algo.build_with_dataset(dataset)
+    build(algo, dataset)
 
     def redraw(layer):
         if isinstance(layer, torch.nn.Linear):
@@ -80,11 +86,9 @@ TRANSFORMERS = ("DecisionTransformer", "DiscreteDecisionTransformer")
 
 
 def act_greedily(algo, dataset) -> None:
-    """Builds `algo` (if `flax_draw` has not) and makes its `predict` return the policy's mean
-    action, `tanh(mu)` (scalers still applied), whatever the algorithm's own acting rule."""
-    if algo.impl is None:
-        d3rlpy.algos.qlearning.base.build_scalers_with_transition_picker(algo, dataset)
-        algo.build_with_dataset(dataset)
+    """Builds `algo` and makes its `predict` return the policy's mean action, `tanh(mu)`
+    (scalers still applied), whatever the algorithm's own acting rule."""
+    build(algo, dataset)
     impl = algo.impl
     impl.inner_predict_best_action = lambda x: impl.modules.policy(x).squashed_mu
 

@@ -58,6 +58,8 @@ def main() -> None:
     ap.add_argument("--runs", help="folder where each run's history is saved and reused")
     ap.add_argument("--plots", default=FIGURES, help="folder for the PNG ('' for none)")
     args = ap.parse_args()
+    if args.data and not args.env:
+        ap.error("--data needs --env, the env its episodes come from (e.g. Hopper-v5)")
     if args.data:
         data, env_id, set_name = args.data, args.env, os.path.basename(args.data.rstrip("/"))
     else:
