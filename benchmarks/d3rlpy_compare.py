@@ -1,7 +1,9 @@
 """rljax_offline against d3rlpy 2.8 at convergence, on the same data, in the same command.
 
 Each case trains ours and d3rlpy's matching algorithm on the same recording
-(`rljax_offline.apps.recipes`' mixed-quality CartPole and Pendulum sets, our Parquet; d3rlpy
+(`rljax_offline.apps.recipes`' mixed-quality CartPole and Pendulum sets, or for the
+`ALGO-hopper-medium[-replay]` cases the Hopper sets under `--data-root`, made there with
+`rljax-offline datasets make NAME --env-steps 60000` when missing; our Parquet, and d3rlpy
 gets the same transitions as an `MDPDataset`), with the same batch size (d3rlpy's default) and
 number of updates, several seeds, and evaluates the greedy policy on 10 episodes after each
 tenth of the run (`_offline_runs.py`). d3rlpy runs at its defaults (Box actions scaled to the
@@ -67,6 +69,8 @@ from rljax_offline.algorithms.discrete_bcq import DiscreteBCQConfig
 from rljax_offline.algorithms.plas import PLASConfig
 from rljax_offline.algorithms.rebrac import ReBRACConfig
 from rljax_offline.algorithms.td3_bc import TD3BCConfig
+from rljax_offline.apps import mujoco_datasets
+from rljax_offline.apps.mujoco_record import make_dataset
 from rljax_offline.apps.recipes import RECIPES, record_mixed
 from rljax_offline.models.initializers import TORCH_DEFAULT
 
@@ -125,12 +129,45 @@ CASES = {
                                      target_return=500.0), 20000),
 }
 
+# The zoo on the locally made Hopper sets (`rljax-offline datasets make NAME --env-steps
+# 60000`, the sets of docs/benchmarks/parity-20k.md): every Box algorithm at both libraries'
+# defaults, the same warm-up changes as on Pendulum; a Decision Transformer acts towards the
+# set's expert return (`dataset.json`'s ref_max_score), filled in when the case runs.
+HOPPER_ZOO = {
+    "awac": Case("", "AWAC", AWACConfig(), 20000),
+    "crr": Case("", "CRR", CRRConfig(), 20000),
+    "rebrac": Case("", "ReBRAC", ReBRACConfig(), 20000),
+    "calql": Case("", "CalQL", CalQLConfig(), 6000),
+    "bcq": Case("", "BCQ", BCQConfig(), 20000),
+    "plas": CASES["plas-pendulum"], "bear": CASES["bear-pendulum"],
+    "dt": Case("", "DecisionTransformer", DecisionTransformerConfig(), 20000),
+}
+for _data in ("hopper-medium", "hopper-medium-replay"):
+    for _short, _case in HOPPER_ZOO.items():
+        CASES[f"{_short}-{_data}"] = _case._replace(recipe=_data)
+MUJOCO_ENV_STEPS = 60_000  # the SAC run the Hopper sets are made from (when missing)
 
-def recording(recipe: str) -> str:
+
+def recording(recipe: str, data_root: str) -> tuple[str, str]:
+    """The folder of `recipe`'s episodes (recorded or made first when missing) and its env:
+    a mixed set (`apps.recipes`) under the bench cache, a MuJoCo set under `data_root`."""
+    if recipe in mujoco_datasets.RECIPES:
+        path = os.path.join(data_root, recipe)
+        if not os.path.isfile(os.path.join(path, mujoco_datasets.META_FILE)):
+            make_dataset(recipe, path, env_steps=MUJOCO_ENV_STEPS, log=print)
+        return path, mujoco_datasets.RECIPES[recipe].env_id
     path = os.path.join(CACHE, recipe)
     if not os.path.isdir(path):
         record_mixed(recipe, path)
-    return path
+    return path, RECIPES[recipe].env_id
+
+
+def for_data(ours, data: str):
+    """`ours` with a Decision Transformer's missing target return set to the MuJoCo set's
+    expert return (its `dataset.json`); any other config as it is."""
+    if getattr(ours, "target_return", 0.0) is not None:
+        return ours
+    return ours.training(target_return=float(mujoco_datasets.read_meta(data)["ref_max_score"]))
 
 
 def d3rlpy_python(given: str | None) -> str | None:
@@ -172,10 +209,11 @@ def run_case(name: str, python: str, seeds: list[int], updates: int | None, eval
              eval_episodes: int, plots: str | None, runs: str | None = None,
              sides: str = "both", reuse_ours: bool = False,
              d3rlpy_seeds: list[int] | None = None, threads: int = 1,
-             final_episodes: int = 100) -> dict | None:
+             final_episodes: int = 100, data_root: str = "") -> dict | None:
     case = CASES[name]
     n = updates or case.updates
-    data, env_id = recording(case.recipe), RECIPES[case.recipe].env_id
+    data, env_id = recording(case.recipe, data_root)
+    ours_config = for_data(case.ours, data)
     batch = D3RLPY_BATCH[case.d3rlpy_algo]
     ours, theirs = [], []
     d3rlpy_seeds = seeds if d3rlpy_seeds is None else d3rlpy_seeds
@@ -184,7 +222,7 @@ def run_case(name: str, python: str, seeds: list[int], updates: int | None, eval
         if sides in ("both", "ours", "saved") and seed in seeds:
             h = saved(runs, f"ours-{name}-s{seed}-u{n}-e{evals}x{eval_episodes}",
                       None if only_saved else lambda seed=seed: run_ours(
-                          data, env_id, case.ours, n, seed, evals=evals,
+                          data, env_id, ours_config, n, seed, evals=evals,
                           eval_episodes=eval_episodes, batch_size=batch,
                           final_episodes=final_episodes), reuse=reuse_ours)
             ours += [h] if h else []
@@ -197,7 +235,7 @@ def run_case(name: str, python: str, seeds: list[int], updates: int | None, eval
                           eval_episodes=eval_episodes, batch_size=batch, threads=threads,
                           final_episodes=final_episodes, init=case.d3rlpy_init,
                           overrides=case.d3rlpy_overrides,
-                          target_return=getattr(case.ours, "target_return", None),
+                          target_return=getattr(ours_config, "target_return", None),
                           greedy=case.d3rlpy_greedy))
             theirs += [h] if h else []
             print(json.dumps({"case": name, **(h or {"missing": f"d3rlpy seed {seed}"})}),
@@ -205,7 +243,7 @@ def run_case(name: str, python: str, seeds: list[int], updates: int | None, eval
     if sides not in ("both", "saved"):
         return None
     if plots and (ours or theirs):
-        runs_by_label = {f"ours ({case.ours.algo_name})": ours,
+        runs_by_label = {f"ours ({ours_config.algo_name})": ours,
                          f"d3rlpy {case.d3rlpy_algo}": theirs}
         plot_runs({k: v for k, v in runs_by_label.items() if v},
                   os.path.join(plots, f"{name}.png"),
@@ -238,6 +276,8 @@ def main():
                          "oversubscribes a shared 2-core CPU)")
     ap.add_argument("--runs", help="folder where d3rlpy's histories are saved and reused "
                     "(same case, seed, updates and evaluations)")
+    ap.add_argument("--data-root", default=os.path.join(CACHE, "mujoco"),
+                    help="where the Hopper sets of the *-hopper-* cases are (made when missing)")
     ap.add_argument("--sides", default="both", choices=("both", "ours", "d3rlpy", "saved"),
                     help="run one library only (no table): e.g. fill --runs with d3rlpy's; "
                     "saved: run nothing, tabulate the histories saved in --runs")
@@ -251,7 +291,7 @@ def main():
     rows = [run_case(name, python, seeds, args.updates, args.evals, args.eval_episodes,
                      args.plots or None, args.runs, args.sides, args.reuse_ours,
                      [int(s) for s in args.d3rlpy_seeds.split(",")] if args.d3rlpy_seeds
-                     else None, args.d3rlpy_threads, args.final_episodes)
+                     else None, args.d3rlpy_threads, args.final_episodes, args.data_root)
             for name in args.only.split(",")]
     rows = [r for r in rows if r is not None]
     print_tables(rows)

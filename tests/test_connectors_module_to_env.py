@@ -55,11 +55,19 @@ def test_box_mean_clip_unsquash_and_sample():
     spaces = Spaces.of(OBS, BOX)
     inputs = np.array([[5.0, 0.0], [-5.0, 0.0], [0.5, 0.0], [0.0, 0.0]], np.float32)
     out = _apply(pipeline(get_actions(), clip_actions()), spaces, beps, inputs, Context())
-    np.testing.assert_allclose(out["actions"][:, 0], inputs[:, 0])
+    # the recorded action is the env's, clipped, and its logp is that action's (std 1)
+    np.testing.assert_allclose(out["actions"][:, 0], [1.0, -2.0, 0.5, 0.0])
     np.testing.assert_allclose(out["actions_for_env"][:, 0], [1.0, -2.0, 0.5, 0.0])
-    np.testing.assert_allclose(out["action_logp"], -0.5 * np.log(2 * np.pi), rtol=1e-5)
-    out = _apply(pipeline(get_actions(), clip_actions(unsquash=True)), spaces, beps, inputs,
+    gap = np.array([4.0, 3.0, 0.0, 0.0])
+    np.testing.assert_allclose(out["action_logp"], -0.5 * np.log(2 * np.pi) - 0.5 * gap ** 2,
+                               rtol=1e-5)
+    raw = _apply(pipeline(get_actions(clip=False), clip_actions()), spaces, beps, inputs,
                  Context())
+    np.testing.assert_allclose(raw["actions"][:, 0], inputs[:, 0])
+    np.testing.assert_allclose(raw["action_logp"], -0.5 * np.log(2 * np.pi), rtol=1e-5)
+    # a module in [-1, 1] units: its actions are unsquashed onto the bounds, not clipped
+    out = _apply(pipeline(get_actions(clip=False), clip_actions(unsquash=True)), spaces, beps,
+                 inputs, Context())
     np.testing.assert_allclose(out["actions_for_env"][:, 0], [1.0, -2.0, 0.25, -0.5])
     noisy = np.array([[0.0, np.log(0.5)]] * 4, np.float32)
     m2e = default_module_to_env(spaces)

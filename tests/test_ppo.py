@@ -299,3 +299,28 @@ def test_ppo_samples_and_trains_box_actions_over_two_devices():
     assert result["env_runners"]["num_env_steps_sampled"] >= 256
     assert np.isnan(result["env_runners"]["episode_return_mean"])  # no episode ended yet
     algo.stop()
+
+
+def test_ppo_records_clipped_box_actions_with_their_own_log_probability():
+    """The plain Gaussian's draws beyond Pendulum's bounds (+-2) are recorded as the env ran
+    them, clipped, with the log-probability of the clipped action: PPO's first ratio on the
+    recorded rows is exactly 1 (RLlib records the unclipped draw instead)."""
+    algo = (PPOConfig().environment("Pendulum-v1").env_runners(num_envs_per_env_runner=4)
+            .training(train_batch_size_per_learner=256, minibatch_size=256, num_epochs=1)
+            .rl_module(model_config={"fcnet_hiddens": [16]}).learners(num_devices=1)
+            .debugging(seed=0)).build()
+    try:
+        chunks, _ = algo.sample_steps(256)
+        dist = algo.policy().module.dist
+        actions = np.concatenate([np.asarray(ep.get_actions()) for ep in chunks])
+        assert np.abs(actions).max() <= 2.0 and (np.abs(actions) == 2.0).any()
+        for ep in chunks:
+            outs = ep.extra_model_outputs
+            np.testing.assert_allclose(
+                np.asarray(dist.logp(jnp.asarray(outs["action_dist_inputs"]),
+                                     jnp.asarray(ep.get_actions()))),
+                outs["action_logp"], rtol=1e-5, atol=1e-5)
+        learner = algo.train()["learners"]["default_policy"]
+        assert learner["clip_fraction"] == 0.0 and abs(learner["mean_kl_loss"]) < 1e-6
+    finally:
+        algo.stop()

@@ -11,13 +11,21 @@ from rljax_offline.connectors.core import Connector, Spaces, pipeline, stateless
 from rljax_offline.models.distributions import for_space
 
 
-def get_actions(distribution=None) -> Connector:
+def get_actions(distribution=None, clip: bool = True) -> Connector:
     """`actions` sampled (`ctx.explore` True, needs `ctx.rng`) or greedy (argmax / mean) from
     `action_dist_inputs`, and their `action_logp`. `distribution`: the module's action
     distribution (default: RLlib's for the action space: categorical / diagonal Gaussian).
 
+    With `clip`, Box actions are clipped into the space's bounds before their log-probability
+    is taken: the env runs the clipped action and the runner records it, so `action_logp` is
+    the recorded action's and PPO's first ratio on it is exactly 1 (the unclipped draw's
+    log-probability differs on a bound). RLlib records the unclipped draw instead,
+    which leaves the recorded data outside the space; a distribution that already acts inside
+    the bounds (squashed, clipped) is unchanged by it.
+
     Args:
       distribution: the module's action distribution (default: the space's).
+      clip: clip Box actions into the bounds before taking their log-probability.
 
     Returns:
       The stateless piece.
@@ -26,7 +34,8 @@ def get_actions(distribution=None) -> Connector:
     def apply(episodes, batch, ctx):
         if "action_dist_inputs" not in batch:
             raise KeyError("get_actions needs 'action_dist_inputs' from the module")
-        dist = distribution or for_space(episodes.action_space_spec)
+        spec = episodes.action_space_spec
+        dist = distribution or for_space(spec)
         inputs = batch["action_dist_inputs"]
         greedy = dist.greedy(inputs)
         if ctx.rng is not None and ctx.explore is not False:  # a Python False: no sampling
@@ -35,10 +44,20 @@ def get_actions(distribution=None) -> Connector:
             actions = jnp.where(explore.reshape((1,) * greedy.ndim), sampled, greedy)
         else:
             actions = greedy
+        if clip and isinstance(spec, sp.BoxSpec):
+            low, high = _box_bounds(spec)
+            actions = jnp.clip(actions.reshape(actions.shape[0], *spec.shape), low,
+                               high).reshape(actions.shape)
         return episodes, {**batch, "actions": actions,
                           "action_logp": dist.logp(inputs, actions)}
 
     return stateless(apply)
+
+
+def _box_bounds(spec: sp.BoxSpec) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """A Box's `(low, high)` as float32 arrays of its shape."""
+    return (jnp.asarray(np.asarray(spec.low, np.float32).reshape(spec.shape)),
+            jnp.asarray(np.asarray(spec.high, np.float32).reshape(spec.shape)))
 
 
 def clip_actions(clip: bool = True, unsquash: bool = False) -> Connector:
@@ -57,8 +76,7 @@ def clip_actions(clip: bool = True, unsquash: bool = False) -> Connector:
         spec = episodes.action_space_spec
         a = batch["actions"]
         if isinstance(spec, sp.BoxSpec):
-            low = jnp.asarray(np.asarray(spec.low, np.float32).reshape(spec.shape))
-            high = jnp.asarray(np.asarray(spec.high, np.float32).reshape(spec.shape))
+            low, high = _box_bounds(spec)
             a = a.reshape(a.shape[0], *spec.shape)
             if unsquash:
                 a = low + (jnp.clip(a, -1, 1) + 1.0) * 0.5 * (high - low)

@@ -17,9 +17,10 @@ kl_target / 2) and lives in `TrainState.extra`, so checkpoints keep it.
 Box actions outside the space's bounds: data actions outside them (RLlib records the
 Gaussian's unclipped draws) have a finite plain-Gaussian log-probability, so they are learned
 as they are; fine-tuning's value warm-up on offline data reads no actions. Our env runners
-record the env's copy, clipped to the bounds, while `action_logp` is the unclipped draw's:
-on a bound the two disagree (measured on Pendulum: up to 1.8 nats), so the first ratio of
-such a row is not 1. With `env_runners(normalize_actions=True)` the Gaussian lives in
+record the env's copy, clipped to the bounds, and its own log-probability (the Gaussian's
+density at the bound: `connectors.get_actions`), so the first ratio of every row is exactly
+1; RLlib records the unclipped draw with its log-probability, which leaves its data outside
+the space. With `env_runners(normalize_actions=True)` the Gaussian lives in
 [-1, 1] units mapped onto the bounds instead, and each action is its draw clipped into the
 box with the clipped Gaussian's exact log-probability (`models.distributions.clipped_gaussian`):
 the recorded actions are the env's, and the ratio is exact on them.
