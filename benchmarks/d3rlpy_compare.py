@@ -107,10 +107,15 @@ CASES = {
     # The algorithms zoo (docs/guides/algorithms-zoo.md): each at both libraries' defaults.
     "rebrac-pendulum": Case("pendulum-mixed", "ReBRAC", ReBRACConfig(), 20000),
     "awac-pendulum": Case("pendulum-mixed", "AWAC", AWACConfig(), 20000),
+    # The swap for awac-pendulum: ours with d3rlpy's actor (a Gaussian around tanh(mean),
+    # state-independent log-std in [-6, 0]) in place of the squashed Gaussian.
+    "awac-pendulum-tanh-mean": Case("pendulum-mixed", "AWAC",
+                                    AWACConfig().training(actor_tanh_mean=True), 20000),
     "crr-pendulum": Case("pendulum-mixed", "CRR", CRRConfig(), 20000),
-    # The swap for crr-pendulum's gap: d3rlpy's CRR acting with its policy's mean, as ours
-    # does, in place of its critic-weighted resampling of policy actions.
-    "crr-pendulum-greedy": Case("pendulum-mixed", "CRR", CRRConfig(), 20000,
+    # Both sides acting with the policy's mean in place of the critic-weighted resampling of
+    # policy actions (the swap that explained the gap while ours acted only that way).
+    "crr-pendulum-greedy": Case("pendulum-mixed", "CRR",
+                                CRRConfig().training(action_selection="greedy"), 20000,
                                 d3rlpy_greedy=True),
     "calql-pendulum": Case("pendulum-mixed", "CalQL", CalQLConfig(), 6000),
     "bcq-pendulum": Case("pendulum-mixed", "BCQ", BCQConfig(), 20000),

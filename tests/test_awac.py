@@ -33,6 +33,25 @@ def test_d3rlpy_defaults():
         1024, 0.99, 0.005, None, "awac")
     assert c.model_config == {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu",
                               **TORCH_DEFAULT}
+    assert c.actor_tanh_mean is False
+
+
+def test_d3rlpy_actor_is_a_gaussian_around_tanh_mean_with_one_bounded_std():
+    """`actor_tanh_mean=True`: d3rlpy's AWAC actor, its log-std one parameter per action
+    dimension in [-6, 0] (-3 at the start), whatever the state; greedy acting is tanh(mean)."""
+    config = AWACConfig().training(actor_tanh_mean=True).rl_module(
+        model_config={"fcnet_hiddens": [16]})
+    spec = spec_of(config, OBS, ACT)
+    params = jax.device_get(init_state(spec.learning, 0).params)
+    assert set(params["policy"]) == {"net", "log_std"}
+    obs = np.random.default_rng(0).uniform(-1, 1, (N, 3)).astype(np.float32)
+    inputs = np.asarray(spec.acting.act(params, obs))
+    np.testing.assert_allclose(inputs[:, 1], -3.0, rtol=1e-6)
+    params["policy"]["log_std"] = params["policy"]["log_std"] + 50.0
+    np.testing.assert_allclose(np.asarray(spec.acting.act(params, obs))[:, 1], 0.0, atol=1e-6)
+    assert spec.acting.dist.kind == "tanh_mean_gaussian"
+    greedy = np.asarray(spec.acting.dist.greedy(inputs))
+    np.testing.assert_allclose(greedy[:, 0], 2.0 * np.tanh(inputs[:, 0]), rtol=1e-5)
 
 
 @pytest.mark.parametrize("change, spaces, message", [

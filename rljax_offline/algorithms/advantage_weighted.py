@@ -8,8 +8,10 @@ weighted by a function of each action's advantage under the critic,
   reduction of the ensemble (min or mean) and `V(s)` the mean or the max of that `Q` over
   `n_action_samples` actions `a_j ~ pi(.|s)`, the weights held constant.
 
-What each algorithm chooses (the reductions, the weight, its targets) is an argument of
-`advantage_weighted_spec`; the modules `awac` and `crr` hold their configs and equations.
+What each algorithm chooses (the reductions, the weight, its targets, how it acts) is an
+argument of `advantage_weighted_spec`; the modules `awac` and `crr` hold their configs and
+equations. Acting is the actor's own (greedy: `tanh(mean)`), or CRR's critic-weighted policy
+(`critic_weighted_acting`).
 """
 
 from __future__ import annotations
@@ -17,21 +19,25 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import jax
+import jax.numpy as jnp
 
 from rljax_offline.algorithms.actor_critic_parts import (
+    clipped_q_data,
     critic_and_actor,
     sampled_next_q,
     squashed_actor_spec,
     td_regression,
     td_target,
 )
+from rljax_offline.algorithms.bcq import unit_to_dist_inputs
 from rljax_offline.algorithms.cql import repeat_rows, sample_per_example, split_keys
-from rljax_offline.learning.spec import AlgorithmSpec, LearningSpec
+from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, LearningSpec
 from rljax_offline.models.actor_and_q import actor
+from rljax_offline.models.distributions import action_scaler, deterministic
 from rljax_offline.models.networks import Network, continuous_q_network, ensemble
 from rljax_offline.models.policy import Policy
 
-__all__ = ["advantage_weighted_spec", "policy_values"]
+__all__ = ["advantage_weighted_spec", "critic_weighted_acting", "policy_values"]
 
 
 def policy_values(policy: Policy, q: Network, params: dict, obs, keys, n: int,
@@ -58,12 +64,44 @@ def policy_values(policy: Policy, q: Network, params: dict, obs, keys, n: int,
     return jax.lax.stop_gradient(reduce(values.reshape(rows, n), axis=-1))
 
 
+def critic_weighted_acting(policy: Policy, q: Network, act_spec, n: int) -> ActingSpec:
+    """CRR's critic-weighted policy (d3rlpy's `predict`): per state, `n` actions drawn from
+    the actor, then one of them drawn with probabilities `softmax(Q)` (the ensemble's mean
+    Q), all from the step's key. Its output is a `deterministic` distribution's inputs (the
+    chosen action), as BCQ's candidate selection.
+
+    Args:
+      policy: the actor (a squashed Gaussian on `params["policy"]`).
+      q: the Q ensemble on `params["q"]`.
+      act_spec: the bounded Box action space's spec.
+      n: the actions drawn per state.
+    """
+    to_unit, _ = action_scaler(act_spec)
+
+    def act(params, key, obs):
+        rows = jax.tree_util.tree_leaves(obs)[0].shape[0]
+        draw, pick = jax.random.split(key)
+        inputs = policy.apply(params["policy"], obs)
+        actions, _ = sample_per_example(policy.dist, repeat_rows(inputs, n),
+                                        split_keys(jax.random.split(draw, rows), n)
+                                        .reshape(-1, 2))
+        values = jnp.mean(q.apply(params["q"], repeat_rows(obs, n), actions), axis=0)
+        chosen = jax.random.categorical(pick, values.reshape(rows, n), axis=-1)
+        unit = to_unit(actions).reshape(rows, n, -1)[jnp.arange(rows), chosen]
+        return unit_to_dist_inputs(unit)
+
+    return ActingSpec(act=act, dist=deterministic(act_spec), takes_key=True)
+
+
 def advantage_weighted_spec(config, obs_spec, act_spec, *, over_critics: Callable,
                             reduce: Callable, weight: Callable, target_policy: bool,
-                            tau: float, target_update_period: int = 1) -> AlgorithmSpec:
+                            tau: float, target_update_period: int = 1,
+                            critic_weighted: bool = False,
+                            policy: Policy | None = None) -> AlgorithmSpec:
     """The spec of the learner above for `config` (its `gamma`, `n_critics`,
     `n_action_samples`, `model_config`, `actor_lr`, `critic_lr`, `grad_clip`; the spaces
-    already checked): a tanh-squashed Gaussian actor, acting with it.
+    already checked): a tanh-squashed Gaussian actor (or `policy`), acting with it greedily
+    or through `critic_weighted_acting`.
 
     Args:
       config: the algorithm's config.
@@ -75,8 +113,10 @@ def advantage_weighted_spec(config, obs_spec, act_spec, *, over_critics: Callabl
       target_policy: draw `a'` from a target actor (Polyak or copied as the Q targets are).
       tau: the targets' Polyak weight (1: a copy).
       target_update_period: updates between target updates.
+      critic_weighted: act by `critic_weighted_acting` with `n_action_samples` draws.
+      policy: the actor (default: the tanh-squashed Gaussian of `model_config`).
     """
-    policy = actor(obs_spec, act_spec, config.model_config)
+    policy = policy or actor(obs_spec, act_spec, config.model_config)
     q = ensemble(continuous_q_network(obs_spec, act_spec, config.model_config),
                  config.n_critics)
     gamma, n = config.gamma, config.n_action_samples
@@ -104,4 +144,7 @@ def advantage_weighted_spec(config, obs_spec, act_spec, *, over_critics: Callabl
     targets = {"target_q": "q", **({"target_policy": "policy"} if target_policy else {})}
     learning = LearningSpec(init=init, losses=critic_and_actor(config, critic_loss, actor_loss),
                             targets=targets, tau=tau, target_update_period=target_update_period)
+    if critic_weighted:
+        return AlgorithmSpec(learning, critic_weighted_acting(policy, q, act_spec, n),
+                             clipped_q_data())
     return squashed_actor_spec(learning, policy)

@@ -14,10 +14,11 @@ off-policy Q function (online fine-tuning continues the same way).
 Defaults are d3rlpy 2.8's `AWACConfig` under its names (RLlib has no AWAC): `lam=1.0`,
 `n_action_samples=1`, `n_critics=2`, learning rates 3e-4, batch 1024, `gamma=0.99`, `tau=0.005`,
 256-256 ReLU networks from PyTorch's `nn.Linear` draw (d3rlpy's). Two differences from
-d3rlpy's code: the actor is the tanh-squashed Gaussian that CQL, IQL and SAC share (d3rlpy's is
-a Gaussian around a tanh mean with a state-independent log-std in [-6, 0]), so an AWAC
+d3rlpy's code: the actor is the tanh-squashed Gaussian that CQL, IQL and SAC share, so an AWAC
 checkpoint starts SAC's online fine-tuning (`SACConfig.training(init_policy_from=...)`);
-and the TD target has no entropy term (the paper's; d3rlpy's AWAC inherits SAC's target with
+`actor_tanh_mean=True` gives d3rlpy's instead, a Gaussian around a tanh mean with a
+state-independent log-std in [-6, 0] (`models.actor_and_q.tanh_mean_actor`); and the TD
+target has no entropy term (the paper's; d3rlpy's AWAC inherits SAC's target with
 its temperature fixed at 1). The data's actions are clipped just inside the bounds, where the
 squashed Gaussian has a density. Box actions with finite bounds only; no recurrent form.
 The learner is `advantage_weighted`'s, shared with CRR: this module chooses its weights.
@@ -32,6 +33,7 @@ import jax.numpy as jnp
 from rljax_offline.algorithms.actor_critic_base import ActorCriticBaseConfig, check_squashed_box
 from rljax_offline.algorithms.advantage_weighted import advantage_weighted_spec
 from rljax_offline.algorithms.options import (
+    boolean,
     option,
     optional,
     positive_float,
@@ -39,6 +41,7 @@ from rljax_offline.algorithms.options import (
 )
 from rljax_offline.learning.losses import batch_softmax_weights
 from rljax_offline.learning.spec import AlgorithmSpec
+from rljax_offline.models.actor_and_q import tanh_mean_actor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +71,10 @@ class AWACConfig(ActorCriticBaseConfig):
                                    "policy actions per state that estimate V(s)")
     n_critics: int = option(2, "training", positive_int,
                             "Q networks of the ensemble, their minimum in targets")
+    actor_tanh_mean: bool = option(False, "training", boolean,
+                                   "d3rlpy's actor: a Gaussian around tanh(mean) in the unit box "
+                                   "with a state-independent std in [e^-6, 1] (not the "
+                                   "squashed Gaussian SAC fine-tunes)")
 
     def check_spaces(self, obs_spec, act_spec) -> None:
         check_squashed_box(self, act_spec)
@@ -82,4 +89,7 @@ class AWACConfig(ActorCriticBaseConfig):
 
         return advantage_weighted_spec(self, obs_spec, act_spec, over_critics=jnp.min,
                                        reduce=jnp.mean, weight=weight, target_policy=False,
-                                       tau=self.tau)
+                                       tau=self.tau, policy=tanh_mean_actor(
+                                           obs_spec, act_spec, self.model_config,
+                                           log_std_min=-6.0, log_std_max=0.0)
+                                       if self.actor_tanh_mean else None)

@@ -16,13 +16,14 @@ Defaults are d3rlpy 2.8's `CRRConfig` under its names (RLlib has no CRR): `beta=
 `n_action_samples=4`, `advantage_type="mean"`, `weight_type="exp"`, `max_weight=20.0`,
 `n_critics=1`, `target_update_type="hard"`, `target_update_interval=100`, `tau=0.005`,
 learning rates 3e-4, batch 100, `gamma=0.99`, 256-256 ReLU networks from PyTorch's draw.
-Differences from d3rlpy's code: the actor is the tanh-squashed Gaussian that CQL, IQL and SAC
-share (d3rlpy's: a Gaussian around a tanh mean, its log-std an output clamped to [-20, 2]);
-and acting takes the policy's greedy action, where d3rlpy's `predict` resamples
-`n_action_samples` policy actions by `softmax(Q)` (the paper's critic-weighted policy, which
-needs a random key at acting time). The acting rule is most of the gap to d3rlpy's final
-returns at 20,000 updates on mixed Pendulum (docs/benchmarks/zoo-parity-20k.md). Box actions
-with finite bounds only; no recurrent form. The learner is
+Acting (`action_selection`): `"critic_weighted"` (the default, d3rlpy's `predict`: the paper's
+critic-weighted policy) draws `n_action_samples` actions from the actor and picks one of them
+with probabilities `softmax(Q(s, a_j))`, a random key each step; `"greedy"` takes the actor's
+`tanh(mean)`. On mixed Pendulum at 20,000 updates the greedy rule was most of the gap to
+d3rlpy's final returns (docs/benchmarks/zoo-parity-20k.md). The one difference from d3rlpy's
+code: the actor is the tanh-squashed Gaussian that CQL, IQL and SAC share (d3rlpy's: a
+Gaussian around a tanh mean, its log-std an output clamped to [-20, 2]). Box actions with
+finite bounds only; no recurrent form. The learner is
 `advantage_weighted`'s, shared with AWAC: this module chooses its reductions, weights and
 targets.
 """
@@ -85,6 +86,10 @@ class CRRConfig(ActorCriticBaseConfig):
                                      "Polyak with tau every update")
     target_update_interval: int = option(100, "training", positive_int,
                                          "updates between hard target copies")
+    action_selection: str = option("critic_weighted", "training",
+                                   one_of("critic_weighted", "greedy"),
+                                   "act by resampling n_action_samples actor draws by "
+                                   "softmax(Q) (d3rlpy's predict), or with tanh(mean)")
 
     def check_spaces(self, obs_spec, act_spec) -> None:
         check_squashed_box(self, act_spec)
@@ -103,4 +108,5 @@ class CRRConfig(ActorCriticBaseConfig):
             self, obs_spec, act_spec, over_critics=jnp.mean,
             reduce=jnp.mean if self.advantage_type == "mean" else jnp.max, weight=weight,
             target_policy=True, tau=1.0 if hard else self.tau,
-            target_update_period=self.target_update_interval if hard else 1)
+            target_update_period=self.target_update_interval if hard else 1,
+            critic_weighted=self.action_selection == "critic_weighted")
