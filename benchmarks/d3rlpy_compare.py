@@ -107,10 +107,10 @@ CASES = {
     # The algorithms zoo (docs/guides/algorithms-zoo.md): each at both libraries' defaults.
     "rebrac-pendulum": Case("pendulum-mixed", "ReBRAC", ReBRACConfig(), 20000),
     "awac-pendulum": Case("pendulum-mixed", "AWAC", AWACConfig(), 20000),
-    # The swap for awac-pendulum: ours with d3rlpy's actor (a Gaussian around tanh(mean),
-    # state-independent log-std in [-6, 0]) in place of the squashed Gaussian.
-    "awac-pendulum-tanh-mean": Case("pendulum-mixed", "AWAC",
-                                    AWACConfig().training(actor_tanh_mean=True), 20000),
+    # Ours with the tanh-squashed Gaussian actor SAC fine-tunes from, in place of d3rlpy's
+    # (a Gaussian around tanh(mean), state-independent log-std in [-6, 0]; our default).
+    "awac-pendulum-squashed": Case("pendulum-mixed", "AWAC",
+                                   AWACConfig().training(actor_tanh_mean=False), 20000),
     "crr-pendulum": Case("pendulum-mixed", "CRR", CRRConfig(), 20000),
     # Both sides acting with the policy's mean in place of the critic-weighted resampling of
     # policy actions (the swap that explained the gap while ours acted only that way).

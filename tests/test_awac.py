@@ -33,13 +33,13 @@ def test_d3rlpy_defaults():
         1024, 0.99, 0.005, None, "awac")
     assert c.model_config == {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu",
                               **TORCH_DEFAULT}
-    assert c.actor_tanh_mean is False
+    assert c.actor_tanh_mean is True
 
 
 def test_d3rlpy_actor_is_a_gaussian_around_tanh_mean_with_one_bounded_std():
-    """`actor_tanh_mean=True`: d3rlpy's AWAC actor, its log-std one parameter per action
-    dimension in [-6, 0] (-3 at the start), whatever the state; greedy acting is tanh(mean)."""
-    config = AWACConfig().training(actor_tanh_mean=True).rl_module(
+    """The default actor, d3rlpy's: its log-std one parameter per action dimension in
+    [-6, 0] (-3 at the start), whatever the state; greedy acting is tanh(mean)."""
+    config = AWACConfig().rl_module(
         model_config={"fcnet_hiddens": [16]})
     spec = spec_of(config, OBS, ACT)
     params = jax.device_get(init_state(spec.learning, 0).params)
@@ -103,16 +103,16 @@ def test_resume_is_exact(pendulum_mixed, tmp_path):
 def test_learns_mixed_pendulum_where_its_weights_matter(pendulum_mixed):
     """10% expert, 90% random-torque Pendulum episodes (behavior cloning stays near -1,050),
     6,000 updates of batch 256 at learning rates 1e-3: the level (mean of the last two
-    evaluations) clears -700 (measured -252 and -201 for seeds 0 and 1). Without the
-    advantage weights (`lam=1e6`: every weight 1, behavior cloning) the same run ends at
-    -1,010."""
+    evaluations) clears -700 (measured -152 and -201 for seeds 0 and 1; -252 and -201 with
+    the squashed actor). Without the advantage weights (`lam=1e6`: every weight 1, behavior
+    cloning) the same run ends at -1,218 (squashed: -1,010)."""
     returns = evaluation_returns(pendulum_config(pendulum_mixed, 1000), 6)
     assert level(returns) >= -700, returns
 
 
 def test_exported_policy_acts_as_the_algorithm(pendulum_mixed, tmp_path):
     """Export follows from the registry line too: the StableHLO policy's actions are the
-    algorithm's greedy ones (the squashed Gaussian's mean, scaled to the bounds)."""
+    algorithm's greedy ones (the actor's tanh(mean), scaled to the bounds)."""
     algo = pendulum_config(pendulum_mixed, 2).rl_module(
         model_config={"fcnet_hiddens": [16]}).evaluation(evaluation_interval=0).build()
     algo.train()

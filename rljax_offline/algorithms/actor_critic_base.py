@@ -36,7 +36,7 @@ def refuse_unsupported(config: AlgorithmConfig) -> None:
 
 
 def check_squashed_box(config: AlgorithmConfig, act_spec) -> None:
-    """Box actions with finite bounds (a tanh-squashed actor), else a one-line error.
+    """Box actions with finite bounds (an actor in the unit box), else a one-line error.
 
     Args:
       config: the algorithm's config (its class names the error).
@@ -44,7 +44,7 @@ def check_squashed_box(config: AlgorithmConfig, act_spec) -> None:
     """
     name = type(config).__name__
     if not isinstance(act_spec, sp.BoxSpec):
-        raise ConfigError(f"{name} needs Box actions (a tanh-squashed Gaussian actor), got "
+        raise ConfigError(f"{name} needs Box actions (an actor on a bounded box), got "
                           f"{act_spec}")
     check_bounded(act_spec, name)
 
