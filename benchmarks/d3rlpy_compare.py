@@ -138,15 +138,9 @@ CASES = {
 # 60000`, the sets of docs/benchmarks/parity-20k.md): every Box algorithm at both libraries'
 # defaults, the same warm-up changes as on Pendulum; a Decision Transformer acts towards the
 # set's expert return (`dataset.json`'s ref_max_score), filled in when the case runs.
-HOPPER_ZOO = {
-    "awac": Case("", "AWAC", AWACConfig(), 20000),
-    "crr": Case("", "CRR", CRRConfig(), 20000),
-    "rebrac": Case("", "ReBRAC", ReBRACConfig(), 20000),
-    "calql": Case("", "CalQL", CalQLConfig(), 6000),
-    "bcq": Case("", "BCQ", BCQConfig(), 20000),
-    "plas": CASES["plas-pendulum"], "bear": CASES["bear-pendulum"],
-    "dt": Case("", "DecisionTransformer", DecisionTransformerConfig(), 20000),
-}
+HOPPER_ZOO = {short: CASES[f"{short}-pendulum"]
+              for short in ("awac", "crr", "rebrac", "calql", "bcq", "plas", "bear")}
+HOPPER_ZOO["dt"] = CASES["dt-pendulum"]._replace(ours=DecisionTransformerConfig())
 for _data in ("hopper-medium", "hopper-medium-replay"):
     for _short, _case in HOPPER_ZOO.items():
         CASES[f"{_short}-{_data}"] = _case._replace(recipe=_data)

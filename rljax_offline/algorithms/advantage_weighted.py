@@ -56,12 +56,19 @@ def policy_values(policy: Policy, q: Network, params: dict, obs, keys, n: int,
       reduce: `jnp.mean` or `jnp.max`, over the samples.
       over_critics: `jnp.min` or `jnp.mean`, over the ensemble.
     """
-    rows = keys.shape[0]
+    _, values = _draws_and_values(policy, q, params, obs, keys, n, over_critics)
+    return jax.lax.stop_gradient(reduce(values, axis=-1))
+
+
+def _draws_and_values(policy: Policy, q: Network, params: dict, obs, keys, n: int,
+                      over_critics: Callable) -> tuple[jax.Array, jax.Array]:
+    """`n` actions of the current policy per state, each row's from its own key in `keys`
+    `[N, 2]`, and `over_critics` of their Q: `(actions [N * n, ...], values [N, n])`."""
     inputs = policy.apply(params["policy"], obs)
     actions, _ = sample_per_example(policy.dist, repeat_rows(inputs, n),
                                     split_keys(keys, n).reshape(-1, 2))
     values = over_critics(q.apply(params["q"], repeat_rows(obs, n), actions), axis=0)
-    return jax.lax.stop_gradient(reduce(values.reshape(rows, n), axis=-1))
+    return actions, values.reshape(keys.shape[0], n)
 
 
 def critic_weighted_acting(policy: Policy, q: Network, act_spec, n: int) -> ActingSpec:
@@ -81,12 +88,9 @@ def critic_weighted_acting(policy: Policy, q: Network, act_spec, n: int) -> Acti
     def act(params, key, obs):
         rows = jax.tree_util.tree_leaves(obs)[0].shape[0]
         draw, pick = jax.random.split(key)
-        inputs = policy.apply(params["policy"], obs)
-        actions, _ = sample_per_example(policy.dist, repeat_rows(inputs, n),
-                                        split_keys(jax.random.split(draw, rows), n)
-                                        .reshape(-1, 2))
-        values = jnp.mean(q.apply(params["q"], repeat_rows(obs, n), actions), axis=0)
-        chosen = jax.random.categorical(pick, values.reshape(rows, n), axis=-1)
+        actions, values = _draws_and_values(policy, q, params, obs,
+                                             jax.random.split(draw, rows), n, jnp.mean)
+        chosen = jax.random.categorical(pick, values, axis=-1)
         unit = to_unit(actions).reshape(rows, n, -1)[jnp.arange(rows), chosen]
         return unit_to_dist_inputs(unit)
 
@@ -116,7 +120,8 @@ def advantage_weighted_spec(config, obs_spec, act_spec, *, over_critics: Callabl
       critic_weighted: act by `critic_weighted_acting` with `n_action_samples` draws.
       policy: the actor (default: the tanh-squashed Gaussian of `model_config`).
     """
-    policy = policy or actor(obs_spec, act_spec, config.model_config)
+    if policy is None:
+        policy = actor(obs_spec, act_spec, config.model_config)
     q = ensemble(continuous_q_network(obs_spec, act_spec, config.model_config),
                  config.n_critics)
     gamma, n = config.gamma, config.n_action_samples
