@@ -1,20 +1,28 @@
 """Benchmark: offline-to-online on Pendulum-v1. CQL and Cal-QL (CQL with the calibrated lower
 bound, Nakamoto et al. 2023: the same settings, the bound the only difference) are trained on
 the `pendulum-mixed` recipe (10% expert episodes, 90% uniform random torques;
-`apps/recipes.py`), then SAC starts from each checkpoint (`training(init_from=...)`: actor,
-twin Q networks, targets, temperature) and, beside them in the same command, SAC starts from
-scratch, all with the same settings and seeds.
+`apps/recipes.py`), then fine-tuned online from each checkpoint, and, beside them in the same
+command, SAC starts from scratch, all with the same seeds. Two ways to fine-tune
+(`--fine-tune-with`):
 
-Each SAC run (RLlib's defaults but `actor_lr=3e-4`, the critic's, and learning after 1000
-steps) samples `--steps` env steps (100 a `train()`, one update per env step), evaluating the
-greedy policy on `--eval-episodes` episodes before the first step and every `--eval-every`
-steps. Printed per run: the env steps at the first evaluation
+* `sac`: SAC starts from each checkpoint (`SACConfig().training(init_from=...)`: actor, twin
+  Q networks, targets, temperature), the regulariser and the offline data left behind;
+* `own`: each algorithm goes on with its own losses online
+  (`training(online_fine_tuning=True, init_from=...)`), every minibatch half offline rows,
+  half online replay (`offline_fraction=0.5`, Cal-QL's fine-tuning).
+
+Each online run (SAC: RLlib's defaults but `actor_lr=3e-4`, the critic's; `own`: the offline
+run's settings) learns after 1000 env steps, one update per env step, and samples `--steps`
+env steps, evaluating the greedy policy on `--eval-episodes` episodes before the first step
+and every `--eval-every` steps. Printed per run: the env steps at the first evaluation
 >= `--target` (None: not within the budget) and the final level (the mean of the last three
 evaluations; Pendulum's scripted expert scores about -150 to -200); then, per seed and as a
 median, the ratio fine-tuned / scratch of the steps to the target (below 1: fine-tuning gets
-there sooner), and Cal-QL / CQL.
+there sooner), and Cal-QL / CQL. `--offline-dir` keeps the offline checkpoints for a later
+command (the other way to fine-tune, other seeds).
 
     python benchmarks/sac_finetune.py [--seeds 0 1 2] [--steps 10000] [--target -250]
+        [--fine-tune-with sac|own] [--offline-dir DIR]
 """
 
 import argparse
@@ -39,7 +47,7 @@ def pendulum_mixed() -> str:
     return path
 
 
-def train_offline(config_class, data: str, iterations: int, out: str) -> dict:
+def offline_config(config_class, data: str):
     """CQL or Cal-QL on the mixed data (the settings `benchmarks/algorithms.py` reaches -300
     with CQL; Cal-QL's own defaults otherwise differ, pinned here to CQL's so the bound is
     the one difference)."""
@@ -47,10 +55,17 @@ def train_offline(config_class, data: str, iterations: int, out: str) -> dict:
             {k: getattr(CQLConfig(), k) for k in ("critic_lr", "alpha_lr", "min_q_weight",
                                                   "num_actions", "deterministic_backup",
                                                   "lagrangian", "lagrangian_thresh")})
-    algo = (config_class().environment("Pendulum-v1").offline_data(input_=data)
+    return (config_class().environment("Pendulum-v1").offline_data(input_=data)
             .training(bc_iters=200, actor_lr=1e-3, num_updates_per_iteration=500, **same)
-            .evaluation(evaluation_interval=iterations, evaluation_duration=20,
-                        evaluation_num_envs=10).learners(num_devices=1)).build()
+            .learners(num_devices=1))
+
+
+def train_offline(config_class, data: str, iterations: int, out: str) -> dict:
+    """The offline run of `offline_config`, saved at `out` (kept there when it exists)."""
+    if os.path.isdir(out):
+        return {"updates": iterations * 500, "reused": out}
+    algo = offline_config(config_class, data).evaluation(
+        evaluation_interval=iterations, evaluation_duration=20, evaluation_num_envs=10).build()
     t0 = time.perf_counter()
     for _ in range(iterations):
         result = algo.train()
@@ -60,10 +75,20 @@ def train_offline(config_class, data: str, iterations: int, out: str) -> dict:
             "eval_return": round(result["evaluation"]["env_runners"]["episode_return_mean"], 1)}
 
 
-def run_sac(seed: int, name: str, init_from: str | None, args) -> dict:
-    config = (SACConfig().environment("Pendulum-v1")
-              .training(num_steps_sampled_before_learning_starts=1000, actor_lr=3e-4,
-                        init_from=init_from)
+def online_config(name: str, init_from: str | None, data: str, args):
+    """SAC from scratch or from `init_from`, or (`--fine-tune-with own`) the offline
+    algorithm `name` going on with its own losses."""
+    if init_from is None or args.fine_tune_with == "sac":
+        return SACConfig().environment("Pendulum-v1").training(
+            num_steps_sampled_before_learning_starts=1000, actor_lr=3e-4, init_from=init_from)
+    config_class = CQLConfig if name == "cql" else CalQLConfig
+    return offline_config(config_class, data).training(
+        online_fine_tuning=True, init_from=init_from, offline_fraction=0.5,
+        num_steps_sampled_before_learning_starts=1000)
+
+
+def run_online(seed: int, name: str, init_from: str | None, data: str, args) -> dict:
+    config = (online_config(name, init_from, data, args)
               .evaluation(evaluation_duration=args.eval_episodes,
                           evaluation_num_envs=min(10, args.eval_episodes))
               .learners(num_devices=1).debugging(seed=seed))
@@ -71,12 +96,14 @@ def run_sac(seed: int, name: str, init_from: str | None, args) -> dict:
     t0 = time.perf_counter()
     curve = [(0, algo.evaluate()["episode_return_mean"])]
     while algo.env_steps_sampled < args.steps:
+        before = algo.env_steps_sampled
         algo.train()
-        if algo.env_steps_sampled % args.eval_every == 0:
+        if algo.env_steps_sampled // args.eval_every > before // args.eval_every:
             curve.append((algo.env_steps_sampled, algo.evaluate()["episode_return_mean"]))
     algo.stop()
     reached = next((s for s, r in curve if r >= args.target), None)
-    return {"seed": seed, "from": name, "steps_to_target": reached,
+    return {"seed": seed, "from": name, "with": "sac" if init_from is None
+            else args.fine_tune_with, "steps_to_target": reached,
             "final_level": round(float(np.mean([r for _, r in curve[-3:]])), 1),
             # the worst evaluation after the start: the fine-tuning dip Cal-QL is made against
             "worst_after_start": round(float(min(r for _, r in curve[1:])), 1),
@@ -93,10 +120,17 @@ def main() -> None:
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--cql-iterations", type=int, default=10,
                    help="offline iterations of 500 updates each (CQL and Cal-QL)")
+    p.add_argument("--fine-tune-with", choices=("sac", "own"), default="sac",
+                   help="sac: SAC from each checkpoint; own: each algorithm's own losses on "
+                   "50/50 offline/online minibatches")
+    p.add_argument("--offline-dir", default=None,
+                   help="where the offline checkpoints are kept (reused when there)")
+    p.add_argument("--no-scratch", action="store_true",
+                   help="leave SAC from scratch out (run by an earlier command)")
     args = p.parse_args()
     data = pendulum_mixed()
-    root = tempfile.mkdtemp(prefix="sac_finetune_")
-    starts = {"scratch": None}
+    root = args.offline_dir or tempfile.mkdtemp(prefix="sac_finetune_")
+    starts = {} if args.no_scratch else {"scratch": None}
     for name, config_class in (("cql", CQLConfig), ("cal_ql", CalQLConfig)):
         starts[name] = os.path.join(root, name)
         offline = train_offline(config_class, data, args.cql_iterations, starts[name])
@@ -105,17 +139,19 @@ def main() -> None:
     for seed in args.seeds:
         steps = {}
         for name, init in starts.items():
-            run = run_sac(seed, name, init, args)
+            run = run_online(seed, name, init, data, args)
             print(json.dumps(run), flush=True)
             # a run that never reached the target counts as the budget (a lower bound)
             reached = run["steps_to_target"]
             steps[name] = args.steps if reached is None else reached
         for key in ratios:
             a, b = key.split("/")
+            if a not in steps or b not in steps:
+                continue
             ratios[key].append(max(steps[a], 1) / max(steps[b], 1))
         print(json.dumps({"seed": seed, "steps_to_target": steps}), flush=True)
     print(json.dumps({"median_ratio_of_steps_to_target": {
-        k: round(statistics.median(v), 3) for k, v in ratios.items()},
+        k: round(statistics.median(v), 3) for k, v in ratios.items() if v},
         "target": args.target, "seeds": args.seeds}))
 
 

@@ -60,6 +60,7 @@ import numpy as np
 
 from rljax_offline import spaces as sp
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
+from rljax_offline.algorithms.fine_tuning_options import FineTuningOptions
 from rljax_offline.algorithms.options import (
     any_float,
     boolean,
@@ -133,7 +134,7 @@ def auto_or_number(v) -> str | None:
 
 
 @dataclasses.dataclass(frozen=True)
-class CQLConfig(AlgorithmConfig):
+class CQLConfig(FineTuningOptions, AlgorithmConfig):
     """CQL with RLlib's names and defaults (RLlib's `CQLConfig` over its `SACConfig`).
 
     Example:

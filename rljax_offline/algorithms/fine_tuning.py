@@ -1,15 +1,18 @@
-"""Starting an online learner (PPO, SAC) from another algorithm's checkpoint: the checks that
-say, in one `PolicyMismatchError` line, why a checkpoint cannot start it (other spaces, no
-policy network, another action distribution, other network shapes), and the loading."""
+"""Starting an online learner (PPO, SAC, online fine-tuning) from a checkpoint: the checks
+that say, in one `PolicyMismatchError` line, why a checkpoint cannot start it (other spaces,
+no policy network, another action distribution, other network shapes), the loading, and the
+build that starts from it."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
 from rljax_offline.acting.recording import PolicyMismatchError, check_policy_spaces
+from rljax_offline.algorithms.config import AlgorithmConfig
 from rljax_offline.learning.spec import ActingSpec
 from rljax_offline.learning.trained_policy import load_policy
 
@@ -63,3 +66,16 @@ def check_same_shapes(path: str, what: str, theirs: Any, mine: Any, why: str) ->
     if shapes(theirs) != shapes(mine):
         raise PolicyMismatchError(f"checkpoint {path!r}: its {what} has other shapes than "
                                   f"this config's {why}")
+
+
+def build_started(config: AlgorithmConfig, path: str, **changes: Any) -> Any:
+    """`config` (with `changes`) built with no `init_from`, then started from the checkpoint at
+    `path` (the algorithm's `start_from`); stopped again when the start fails. Its config
+    names no checkpoint: its own checkpoints hold the weights it started from."""
+    algo = AlgorithmConfig.build(dataclasses.replace(config, init_from=None, **changes))
+    try:
+        algo.start_from(path)
+    except BaseException:
+        algo.stop()
+        raise
+    return algo

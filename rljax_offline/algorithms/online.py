@@ -51,8 +51,9 @@ class OnlineAlgorithm(Algorithm):
             self._sampling_actor = self._new_actor(explore=True)
         return self._synced(self._sampling_actor)
 
-    def sample_steps(self, num_steps: int, lookback: int = 0):
-        """`num_steps` env steps with the exploring policy, as the env-runner options say:
+    def sample_steps(self, num_steps: int, lookback: int = 0, complete: bool | None = None):
+        """`num_steps` env steps with the exploring policy, as the env-runner options say
+        (`complete=True`: whole episodes whatever `batch_mode` says):
         `rollout_fragment_length` rounds the count up to whole rounds of that many steps per
         env; `batch_mode="truncate_episodes"` cuts episodes there (at most one step more per
         env) and continues them next call, `"complete_episodes"` samples whole episodes
@@ -69,7 +70,7 @@ class OnlineAlgorithm(Algorithm):
         if c.rollout_fragment_length != "auto":
             round_steps = c.rollout_fragment_length * c.num_envs_per_env_runner
             num_steps = -(-num_steps // round_steps) * round_steps
-        if c.batch_mode == "complete_episodes":
+        if c.batch_mode == "complete_episodes" if complete is None else complete:
             chunks, finished = self._sampler.sample_complete(num_steps)
         else:
             chunks, finished = self._sampler.sample_continuing(num_steps, lookback)

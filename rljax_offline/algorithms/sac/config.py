@@ -33,6 +33,7 @@ import jax.numpy as jnp
 from rljax_offline import spaces as sp
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.cql import auto_or_number, sample_per_example
+from rljax_offline.algorithms.fine_tuning import build_started
 from rljax_offline.algorithms.options import (
     boolean,
     dict_or_none,
@@ -43,6 +44,7 @@ from rljax_offline.algorithms.options import (
     positive_int,
     unit_interval_open_left,
 )
+from rljax_offline.algorithms.replay_options import ReplayOptions
 from rljax_offline.connectors.core import Connector, stateless
 from rljax_offline.learning import checkpoint as ckpt
 from rljax_offline.learning.losses import (
@@ -58,12 +60,6 @@ from rljax_offline.models.actor_and_q import actor, check_bounded, q_ensemble
 from rljax_offline.models.policy import is_recurrent
 
 SAC_COLUMNS = ("obs", "actions", "rewards", "new_obs", "terminateds", "n_step")
-
-
-def replay_capacity(v) -> str | None:
-    ok = isinstance(v, dict) and set(v) <= {"capacity", "type"} and (
-        isinstance(v.get("capacity", 1), int) and v.get("capacity", 1) > 0)
-    return None if ok else "a dict {'capacity': positive int} (optionally 'type')"
 
 
 def n_step_returns(n_step: int, gamma: float) -> Connector:
@@ -96,7 +92,7 @@ def n_step_returns(n_step: int, gamma: float) -> Connector:
 
 
 @dataclasses.dataclass(frozen=True)
-class SACConfig(AlgorithmConfig):
+class SACConfig(ReplayOptions, AlgorithmConfig):
     """SAC with RLlib's names and defaults (RLlib's `SACConfig`; see the module docstring).
 
     Each `train()` samples `min_sample_timesteps_per_iteration` env steps with the exploring
@@ -135,23 +131,9 @@ class SACConfig(AlgorithmConfig):
     n_step: int = option(1, "training", positive_int, "steps of the TD target's rewards")
     target_network_update_freq: int = option(0, "training", non_negative_int,
                                              "updates between target updates (0: every one)")
-    num_steps_sampled_before_learning_starts: int = option(
-        1500, "training", non_negative_int, "env steps sampled before the first update")
-    replay_buffer_config: dict = option({"capacity": 1_000_000}, "training", replay_capacity,
-                                        "the replay buffer: {'capacity': rows}")
-    store_buffer_in_checkpoints: bool = option(
-        False, "training", boolean, "save the replay buffer with every checkpoint (a restored "
-        "run then updates at once on the same rows)")
-    training_intensity: float | None = option(
-        None, "training", optional(positive_float), "trained / sampled steps, i.e. updates x "
-        "train_batch_size_per_learner per env step (None: one update per env step)")
     init_from: str | None = option(
         None, "training", None, "a checkpoint of CQL or IQL (Box, tanh-squashed actor) whose "
         "actor, Q networks and targets SAC starts from (offline-to-online fine-tuning)")
-    num_envs_per_env_runner: int = option(1, "env_runners", positive_int,
-                                          "vectorised envs sampled together")
-    min_sample_timesteps_per_iteration: int = option(
-        100, "reporting", positive_int, "env steps one train() samples")
     evaluation_interval: int = option(0, "evaluation", non_negative_int,
                                       "evaluate every N iterations (0: never; the sampling "
                                       "episodes are reported under env_runners)")
@@ -178,12 +160,8 @@ class SACConfig(AlgorithmConfig):
 
     @property
     def updates_per_iteration(self) -> int:
-        """Updates one `train()` runs once learning started: `training_intensity` trained
-        steps per sampled step (None: one update per env step)."""
-        steps = self.min_sample_timesteps_per_iteration
-        if self.training_intensity is None:
-            return steps
-        return max(1, round(steps * self.training_intensity / self.train_batch_size_per_learner))
+        """Updates one `train()` runs once learning started (`replay_updates_per_iteration`)."""
+        return self.replay_updates_per_iteration
 
     def make_spec(self, obs_spec, act_spec) -> AlgorithmSpec:
         self.check_spaces(obs_spec, act_spec)
@@ -259,11 +237,5 @@ class SACConfig(AlgorithmConfig):
         if self.init_from is None:
             return AlgorithmConfig.build(self)
         saved = ckpt.load_meta(self.init_from).get("config", {})
-        algo = AlgorithmConfig.build(dataclasses.replace(
-            self, init_from=None, model_config=saved.get("model_config", self.model_config)))
-        try:
-            algo.start_from(self.init_from)
-        except BaseException:
-            algo.stop()
-            raise
-        return algo
+        return build_started(self, self.init_from,
+                             model_config=saved.get("model_config", self.model_config))

@@ -36,12 +36,13 @@ class Replay:
     Args:
       config: the SAC config (`replay_buffer_config`, the rollout size).
       dp: the learner's data-parallel runtime (the buffer is replicated on its devices).
+      batch_size: rows each update samples from the buffer (default: the whole minibatch).
     """
 
-    def __init__(self, config: Any, dp: Any):
+    def __init__(self, config: Any, dp: Any, batch_size: int | None = None):
         self.config, self.dp = config, dp
         self.buffer = make_replay_buffer(capacity=config.replay_buffer_config.get(
-            "capacity", 1_000_000), batch_size=dp.batch_size)
+            "capacity", 1_000_000), batch_size=batch_size or dp.batch_size)
         self._add = jax.jit(self.buffer.add, donate_argnums=0, out_shardings=dp.replicated)
         # A rollout takes at least the steps asked for, at most one more per env.
         self._rows_per_add = config.min_sample_timesteps_per_iteration + (
@@ -82,13 +83,18 @@ class Replay:
                 self._scan = self.dp.scan_on_buffer(n, self.buffer.sample)
             algo.state, metrics = self._scan(algo.state, self.buffer_state)
             learner = {k: float(v) for k, v in jax.device_get(metrics).items()}
+        return (*self.report(algo, learner, n), n)
+
+    def report(self, algo: Any, learner: dict, n: int, **buffer_fields) -> tuple[dict, dict]:
+        """RLlib's learner metrics of `n` updates (`learner`: their loss metrics) and the
+        result's fields of the buffer (`buffer_fields` added) and of the start."""
         trained = n * self.dp.batch_size
         learners = {MODULE_ID: {**learner, "num_module_steps_trained": trained},
                     "__all_modules__": {"num_env_steps_trained": trained}}
         fields = {"replay_buffer": {"rows_added_lifetime": self.rows_added,
-                                    "capacity": self.buffer.capacity},
+                                    "capacity": self.buffer.capacity, **buffer_fields},
                   "started_from": algo.started_from}
-        return learners, fields, n
+        return learners, fields
 
     def checkpoint_files(self) -> dict[str, bytes]:
         """The buffer, when `store_buffer_in_checkpoints`."""
