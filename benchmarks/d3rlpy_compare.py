@@ -126,6 +126,17 @@ CASES = {
     # BEAR's default warm-up (40,000 MMD-only actor updates) is longer than a run: 5,000.
     "bear-pendulum": Case("pendulum-mixed", "BEAR", BEARConfig().training(warmup_steps=5000),
                           20000, d3rlpy_overrides={"warmup_steps": 5000}),
+    # Ours with the MMD on the squashed actions in the unit box (the paper's) in place of
+    # d3rlpy's pre-tanh draws (our default).
+    "bear-pendulum-actions": Case("pendulum-mixed", "BEAR", BEARConfig().training(
+        warmup_steps=5000, mmd_space="actions"), 20000, d3rlpy_overrides={"warmup_steps": 5000}),
+    # Ours without the MMD term in the actor after the warm-up, as d3rlpy's acts in effect
+    # (its update_alpha backpropagates -mmd_loss into the actor's gradient, which then
+    # cancels the actor loss's +mmd_loss): the threshold out of reach, the multiplier at its
+    # floor (e^-5) within about 500 updates.
+    "bear-pendulum-mmd-off": Case("pendulum-mixed", "BEAR", BEARConfig().training(
+        warmup_steps=5000, alpha_threshold=100.0, alpha_lr=1e-2), 20000,
+        d3rlpy_overrides={"warmup_steps": 5000}),
     # Decision Transformer: the return to act towards has no default (the expert's level).
     "dt-pendulum": Case("pendulum-mixed", "DecisionTransformer",
                         DecisionTransformerConfig().training(target_return=-150.0), 20000),

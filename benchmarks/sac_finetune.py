@@ -19,10 +19,11 @@ and every `--eval-every` steps. Printed per run: the env steps at the first eval
 evaluations; Pendulum's scripted expert scores about -150 to -200); then, per seed and as a
 median, the ratio fine-tuned / scratch of the steps to the target (below 1: fine-tuning gets
 there sooner), and Cal-QL / CQL. `--offline-dir` keeps the offline checkpoints for a later
-command (the other way to fine-tune, other seeds).
+command (the other way to fine-tune, other seeds); `--plot PNG` draws every run's curve, one
+panel a seed (`--from-log LOG...` draws them from earlier outputs, running nothing).
 
     python benchmarks/sac_finetune.py [--seeds 0 1 2] [--steps 10000] [--target -250]
-        [--fine-tune-with sac|own] [--offline-dir DIR]
+        [--fine-tune-with sac|own] [--offline-dir DIR] [--plot PNG]
 """
 
 import argparse
@@ -35,8 +36,10 @@ import time
 import numpy as np
 
 from rljax_offline import CalQLConfig, CQLConfig, SACConfig
+from rljax_offline.apps.plotting import save_fine_tuning_curves
 from rljax_offline.apps.recipes import record_mixed
 
+TITLE = "Pendulum-v1, online after offline training on pendulum-mixed"
 CACHE = os.path.join(tempfile.gettempdir(), "rljax_offline_bench")
 
 
@@ -127,7 +130,16 @@ def main() -> None:
                    help="where the offline checkpoints are kept (reused when there)")
     p.add_argument("--no-scratch", action="store_true",
                    help="leave SAC from scratch out (run by an earlier command)")
+    p.add_argument("--plot", default=None, help="a PNG of every run's curve, one panel a seed")
+    p.add_argument("--from-log", nargs="+", default=None,
+                   help="run nothing: plot the runs these earlier outputs printed")
     args = p.parse_args()
+    if args.from_log:
+        runs = [json.loads(line) for log in args.from_log for line in open(log)
+                if line.startswith('{"seed"') and '"curve"' in line]
+        print(save_fine_tuning_curves(runs, args.plot or "fine_tuning.png",
+                                      target=args.target, title=TITLE))
+        return
     data = pendulum_mixed()
     root = args.offline_dir or tempfile.mkdtemp(prefix="sac_finetune_")
     starts = {} if args.no_scratch else {"scratch": None}
@@ -136,10 +148,12 @@ def main() -> None:
         offline = train_offline(config_class, data, args.cql_iterations, starts[name])
         print(json.dumps({name: offline}), flush=True)
     ratios: dict[str, list] = {"cql/scratch": [], "cal_ql/scratch": [], "cal_ql/cql": []}
+    runs = []
     for seed in args.seeds:
         steps = {}
         for name, init in starts.items():
             run = run_online(seed, name, init, data, args)
+            runs.append(run)
             print(json.dumps(run), flush=True)
             # a run that never reached the target counts as the budget (a lower bound)
             reached = run["steps_to_target"]
@@ -153,6 +167,8 @@ def main() -> None:
     print(json.dumps({"median_ratio_of_steps_to_target": {
         k: round(statistics.median(v), 3) for k, v in ratios.items() if v},
         "target": args.target, "seeds": args.seeds}))
+    if args.plot:
+        print(save_fine_tuning_curves(runs, args.plot, target=args.target, title=TITLE))
 
 
 if __name__ == "__main__":

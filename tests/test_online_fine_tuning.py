@@ -166,3 +166,16 @@ def test_mixed_minibatches_over_eight_devices_equal_one_in_float64():
     diff = max_diff(out[1].params, out[8].params)
     print(f"Cal-QL on mixed minibatches, 8 devices vs 1 after 4 updates: {diff:.3g}")
     assert diff < 1e-9 and int(out[8].step) == 4
+
+
+def test_discrete_cql_fine_tunes_online_too():
+    algo = (CQLConfig().environment("CartPole-v1").rl_module(model_config=SMALL)
+            .training(online_fine_tuning=True, offline_fraction=0.0,
+                      num_steps_sampled_before_learning_starts=50,
+                      train_batch_size_per_learner=BATCH).learners(num_devices=1)).build()
+    before = jax.device_get(algo.state.params)
+    result = algo.train()  # whole episodes of at least 100 steps: one scan of 100 updates
+    assert result["num_env_steps_sampled_lifetime"] >= 100
+    assert result["learners"]["default_policy"]["num_module_steps_trained"] == 100 * BATCH
+    assert max_diff(before, jax.device_get(algo.state.params)) > 0
+    algo.stop()

@@ -68,12 +68,15 @@ def conditioned_mlp(obs_spec: Any, in_dim: int, out_dim: int, model_config: dict
 
 class ConditionalVAE(NamedTuple):
     """`init(rng) -> {"encoder", "decoder"}`; `encode(params, obs, unit_actions) -> (mu,
-    log_std)`; `decode(params, obs, latent) -> unit actions`; `latent_dim`."""
+    log_std)`; `decode(params, obs, latent) -> unit actions`; `latent_dim`;
+    `decode_pre_tanh(params, obs, latent)`, the decoder's output before its tanh (BEAR's MMD
+    in d3rlpy's space)."""
 
     init: Callable
     encode: Callable
     decode: Callable
     latent_dim: int
+    decode_pre_tanh: Callable
 
 
 def conditional_vae(obs_spec: Any, act_dim: int, latent_dim: int, model_config: dict
@@ -97,10 +100,13 @@ def conditional_vae(obs_spec: Any, act_dim: int, latent_dim: int, model_config: 
         mu, log_std = jnp.split(encoder.apply(params["encoder"], obs, unit_actions), 2, -1)
         return mu, jnp.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
 
-    def decode(params, obs, latent):
-        return jnp.tanh(decoder.apply(params["decoder"], obs, latent))
+    def decode_pre_tanh(params, obs, latent):
+        return decoder.apply(params["decoder"], obs, latent)
 
-    return ConditionalVAE(init, encode, decode, int(latent_dim))
+    def decode(params, obs, latent):
+        return jnp.tanh(decode_pre_tanh(params, obs, latent))
+
+    return ConditionalVAE(init, encode, decode, int(latent_dim), decode_pre_tanh)
 
 
 def vae_loss(vae: ConditionalVAE, params, obs, unit_actions, keys, beta: float):

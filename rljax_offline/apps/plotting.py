@@ -226,3 +226,26 @@ def save_ope_estimates(rows: Sequence[dict], path: str, *, title: str = "off-pol
     ax.set_title(title)
     ax.legend(fontsize=8, ncol=2)
     return _save_atomic(plt, fig, path)
+
+
+def save_fine_tuning_curves(runs: Sequence[dict], path: str, *, target: float | None = None,
+                            title: str = "fine-tuning online") -> str:
+    """Online return against env steps, one panel per seed, one line per start (`runs`:
+    dicts with `seed`, `from` (the start's name) and `curve`, `[(env steps, return)]`), the
+    target return dashed."""
+    seeds = sorted({r["seed"] for r in runs})
+    plt, fig, axes = _figure(len(seeds), width=4.0)
+    axes = np.atleast_1d(axes)
+    for ax, seed in zip(axes, seeds):
+        for run in (r for r in runs if r["seed"] == seed):
+            x, y = zip(*run["curve"])
+            ax.plot(x, y, marker=".", label=f"from {run['from']}")
+        if target is not None:
+            ax.axhline(target, color="tab:red", ls="--", lw=1, label=f"target {target:g}")
+        ax.set_title(f"seed {seed}")
+        ax.set_xlabel("env steps sampled")
+        _readable_counts(ax.xaxis)
+    axes[0].set_ylabel("evaluation return mean")
+    axes[-1].legend(loc="lower right")
+    fig.suptitle(title)
+    return _save_atomic(plt, fig, path)
