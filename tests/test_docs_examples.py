@@ -106,11 +106,13 @@ def test_architecture_page(workdir):
 
 @pytest.mark.slow
 def test_algorithms_zoo_page(workdir, capsys):
-    """The defaults printed as the page says; a Cal-QL checkpoint starts SAC; BCQ acts;
+    """The defaults printed as the page says; a Cal-QL checkpoint fine-tunes online with its
+    own losses (a 200-step episode, 128 offline rows a minibatch) and starts SAC; BCQ acts;
     DiscreteBCQ refuses Box actions in one line."""
     run_pages(["guides/algorithms-zoo.md"])
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "0.001 0.01" and out[1] == "1.0 exp 10" and "True" in out
+    assert "200 128" in out
     assert "(2, 1)" in out
     assert any(line.startswith("DiscreteBCQConfig needs Discrete actions") for line in out)
     assert "1000 0.001 0.75" in out

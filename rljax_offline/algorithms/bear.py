@@ -36,10 +36,14 @@ warm-up). Defaults are d3rlpy 2.8's `BEARConfig` under its names: learning rates
 `n_mmd_action_samples=4`, `mmd_kernel="laplacian"`, `mmd_sigma=20`, `vae_kl_weight=0.5`,
 `warmup_steps=40000`, 256-256 ReLU networks from PyTorch's draw, and d3rlpy's space for the
 MMD (`mmd_space="pre_tanh"`): the policy's Gaussian draws before their tanh against the
-decoder's output before its tanh. `mmd_space="actions"` compares the squashed actions in
-the unit box instead (the paper's): there the kernel's width 20 makes every MMD small, the
-threshold 0.05 stops binding and the multiplier falls to its floor (the zoo's benchmark
-page has the swap). Box actions with finite bounds only; no recurrent form.
+decoder's output before its tanh; `mmd_space="actions"` compares the squashed actions in the
+unit box instead (the paper's). One difference from d3rlpy is kept on purpose: after the
+warm-up our actor's loss holds the MMD term, as the paper's does. d3rlpy's actor never sees
+it there (its multiplier update backpropagates `-mmd_loss` into the actor's gradient, which
+the actor loss's `+mmd_loss` then cancels: `benchmarks/d3rlpy_bear_actor_gradient.py`), so
+after its warm-up d3rlpy trains a SAC actor with BEAR's target and acting; the zoo's
+benchmark page measures what that changes. Box actions with finite bounds only; no
+recurrent form.
 """
 
 from __future__ import annotations
