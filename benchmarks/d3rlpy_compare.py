@@ -152,6 +152,9 @@ CASES = {
 HOPPER_ZOO = {short: CASES[f"{short}-pendulum"]
               for short in ("awac", "crr", "rebrac", "calql", "bcq", "plas", "bear")}
 HOPPER_ZOO["dt"] = CASES["dt-pendulum"]._replace(ours=DecisionTransformerConfig())
+# CRR with d3rlpy's actor (a Gaussian around tanh(mean), its log-std a network output).
+HOPPER_ZOO["crr-tanh-mean"] = CASES["crr-pendulum"]._replace(
+    ours=CRRConfig().training(actor_tanh_mean=True))
 for _data in ("hopper-medium", "hopper-medium-replay"):
     for _short, _case in HOPPER_ZOO.items():
         CASES[f"{_short}-{_data}"] = _case._replace(recipe=_data)

@@ -25,6 +25,7 @@ from rljax_offline import spaces as sp
 from rljax_offline.algorithms.crr import CRRConfig
 from rljax_offline.learning.init import init_state
 from rljax_offline.learning.update import BatchAxis
+from rljax_offline.models.actor_and_q import tanh_mean_actor
 from rljax_offline.models.initializers import TORCH_DEFAULT
 from rljax_offline.models.networks import continuous_q_network, ensemble
 
@@ -82,6 +83,17 @@ def test_hard_targets_copy_both_networks_every_interval():
         assert max_diff(p2[target], p2[online]) == 0.0  # update 2: a copy
 
 
+def test_d3rlpy_actor_takes_its_log_std_from_the_network():
+    config = CRRConfig().training(actor_tanh_mean=True).rl_module(model_config=SMALL)
+    state, metrics = run_updates(spec_of(config, OBS, ACT), random_batch(), 1)
+    assert set(state.params["policy"]) == {"net"} and np.isfinite(float(metrics["logp"]))
+    policy = tanh_mean_actor(sp.to_spec(OBS), sp.to_spec(ACT), SMALL, log_std_min=-20.0,
+                             log_std_max=2.0, std_from_network=True)
+    inputs = np.asarray(policy.apply(state.params["policy"], random_batch()["obs"]))
+    assert policy.dist.kind == "tanh_mean_gaussian"
+    assert np.std(inputs[:, 1]) > 0  # the log-std differs from state to state
+
+
 def pendulum_config(data, updates, **training):
     return zoo_pendulum_config(CRRConfig, data, updates, train_batch_size_per_learner=256,
                                actor_lr=1e-3, critic_lr=1e-3, **training)
@@ -135,3 +147,17 @@ def test_critic_weighted_acting_resamples_actor_draws_by_the_critic():
                                   greedy.dist.greedy(greedy.act_with_key(
                                       params, jax.random.PRNGKey(9), obs)))
     assert not greedy.takes_key
+
+
+def test_compute_actions_draws_afresh_on_each_call():
+    """A policy that draws when it acts, called once a step, draws anew each step (the same
+    key on every call would repeat one draw: a biased policy in a loop of calls)."""
+    obs = np.random.default_rng(0).uniform(-1, 1, (16, 3)).astype(np.float32)
+    picks = {}
+    for selection in ("critic_weighted", "greedy"):
+        algo = (CRRConfig().environment("Pendulum-v1").rl_module(model_config=SMALL)
+                .training(action_selection=selection).learners(num_devices=1)).build()
+        picks[selection] = [algo.compute_actions(obs) for _ in range(2)]
+        algo.stop()
+    assert not np.allclose(*picks["critic_weighted"])
+    np.testing.assert_array_equal(*picks["greedy"])

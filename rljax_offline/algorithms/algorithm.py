@@ -92,6 +92,7 @@ class Algorithm:
         self._restored = False
         self._actor = None
         self._acting_started = False
+        self._compute_calls = 0  # compute_actions' calls: each draws with its own key
         self._outputs: dict[str, EpisodeOutput] = {}
         self.evaluator = Evaluator(config.env, env_config=config.env_config,
                                    max_envs=config.evaluation_num_envs, seed=config.seed,
@@ -331,9 +332,13 @@ class Algorithm:
     def compute_actions(self, obs: Any, explore: bool = False) -> np.ndarray:
         """Actions for a batch of raw env observations (`[N, ...]`, or a dict of them for Dict
         spaces), each taken as the first of its episode; to act over whole episodes (lookback
-        pipelines, recurrent policies) use `EnvRunner(env, algo.actor())`."""
+        pipelines, recurrent policies) use `EnvRunner(env, algo.actor())`. Each call draws
+        with its own key (call `n` seeds `seed + n`), so a policy that draws when it acts
+        (exploring, or BCQ's, BEAR's and CRR's candidate picks) called once a step draws
+        afresh each step, as in an episode, not the same draw again."""
         actor = self.actor(explore)
-        actor.reset(obs, self.config.seed)
+        actor.reset(obs, (self.config.seed + self._compute_calls) % 2**31)
+        self._compute_calls += 1
         return actor.select()[0]
 
     def evaluate(self, num_episodes: int | None = None) -> dict:

@@ -37,6 +37,7 @@ import jax.numpy as jnp
 from rljax_offline.algorithms.actor_critic_base import ActorCriticBaseConfig, check_squashed_box
 from rljax_offline.algorithms.advantage_weighted import advantage_weighted_spec
 from rljax_offline.algorithms.options import (
+    boolean,
     non_negative_float,
     one_of,
     option,
@@ -45,6 +46,7 @@ from rljax_offline.algorithms.options import (
     positive_int,
 )
 from rljax_offline.learning.spec import AlgorithmSpec
+from rljax_offline.models.actor_and_q import tanh_mean_actor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +92,10 @@ class CRRConfig(ActorCriticBaseConfig):
                                    one_of("critic_weighted", "greedy"),
                                    "act by resampling n_action_samples actor draws by "
                                    "softmax(Q) (d3rlpy's predict), or with tanh(mean)")
+    actor_tanh_mean: bool = option(False, "training", boolean,
+                                   "d3rlpy's actor: a Gaussian around tanh(mean) in the unit "
+                                   "box, its log-std an output in [-20, 2]; False: the "
+                                   "tanh-squashed Gaussian SAC fine-tunes from")
 
     def check_spaces(self, obs_spec, act_spec) -> None:
         check_squashed_box(self, act_spec)
@@ -109,4 +115,7 @@ class CRRConfig(ActorCriticBaseConfig):
             reduce=jnp.mean if self.advantage_type == "mean" else jnp.max, weight=weight,
             target_policy=True, tau=1.0 if hard else self.tau,
             target_update_period=self.target_update_interval if hard else 1,
-            critic_weighted=self.action_selection == "critic_weighted")
+            critic_weighted=self.action_selection == "critic_weighted",
+            policy=tanh_mean_actor(obs_spec, act_spec, self.model_config, log_std_min=-20.0,
+                                   log_std_max=2.0, std_from_network=True)
+            if self.actor_tanh_mean else None)

@@ -43,12 +43,15 @@ def actor(obs_spec: Any, act_spec: Any, model_config: dict, *, squashed: bool = 
 
 
 def tanh_mean_actor(obs_spec: Any, act_spec: Any, model_config: dict, *,
-                    log_std_min: float = -5.0, log_std_max: float = 2.0) -> Policy:
-    """IQL's paper actor (d3rlpy's `NormalPolicy` with `use_std_parameter`): a Gaussian around
-    `tanh(mean(s))` in the unit box whose log-std is one learned parameter per action
-    dimension, not an output of the network: `log_std_min + sigmoid(w) * (log_std_max -
-    log_std_min)`, `w` starting at 0 (log-std -1.5 at the defaults). Params: `{"net": the
-    mean network's, "log_std": w}`. Feed-forward only.
+                    log_std_min: float = -5.0, log_std_max: float = 2.0,
+                    std_from_network: bool = False) -> Policy:
+    """d3rlpy's `NormalPolicy`: a Gaussian around `tanh(mean(s))` in the unit box. Its log-std
+    is one learned parameter per action dimension, not an output of the network (IQL's paper
+    actor, d3rlpy's `use_std_parameter=True`): `log_std_min + sigmoid(w) * (log_std_max -
+    log_std_min)`, `w` starting at 0 (log-std -1.5 at the defaults); params `{"net": the mean
+    network's, "log_std": w}`. With `std_from_network` (d3rlpy's `use_std_parameter=False`,
+    its CRR actor) the network's second half of outputs is the log-std, clipped to
+    `[log_std_min, log_std_max]`; params `{"net": ...}`. Feed-forward only.
 
     Args:
       obs_spec: the observation space's spec.
@@ -57,20 +60,26 @@ def tanh_mean_actor(obs_spec: Any, act_spec: Any, model_config: dict, *,
         initializer keys; not `use_lstm` / `use_gru`).
       log_std_min: the smallest log-std.
       log_std_max: the largest log-std.
+      std_from_network: the log-std an output of the network rather than a parameter.
     """
     check_bounded(act_spec, "the tanh-mean Gaussian actor")
     if model_config.get("use_lstm") or model_config.get("use_gru"):
-        raise ConfigError("the tanh-mean Gaussian actor (state-independent std) is "
-                          "feed-forward only; unset use_lstm / use_gru")
+        raise ConfigError("the tanh-mean Gaussian actor is feed-forward only; unset "
+                          "use_lstm / use_gru")
     net = make_policy(obs_spec, act_spec, **model_config)  # outputs concat(mean, log_std)
     dist = tanh_mean_gaussian(act_spec, log_std_min, log_std_max)
     dim = dist.dist_dim // 2
 
     def init(rng):
+        if std_from_network:
+            return {"net": net.init(rng)}
         return {"net": net.init(rng), "log_std": jnp.zeros((dim,), jnp.float32)}
 
     def apply(params, obs):
-        mean = net.apply(params["net"], obs)[..., :dim]
+        out = net.apply(params["net"], obs)
+        if std_from_network:  # the distribution clips it to [log_std_min, log_std_max]
+            return out
+        mean = out[..., :dim]
         log_std = log_std_min + jax.nn.sigmoid(params["log_std"]) * (log_std_max - log_std_min)
         return jnp.concatenate([mean, jnp.broadcast_to(log_std, mean.shape)], axis=-1)
 

@@ -32,7 +32,7 @@ from rljax_offline.algorithms.sac.replay import Replay
 from rljax_offline.errors import PolicyMismatchError
 
 _STARTS_SAC = ("SAC starts from a Box policy with a tanh-squashed Gaussian actor and Q "
-               "networks: awac (actor_tanh_mean=False), cal_ql, cql, crr, iql "
+               "networks: awac or crr (actor_tanh_mean=False), cal_ql, cql, iql "
                "(actor_squashed=True), sac")
 
 
