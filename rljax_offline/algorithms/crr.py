@@ -21,9 +21,10 @@ critic-weighted policy) draws `n_action_samples` actions from the actor and pick
 with probabilities `softmax(Q(s, a_j))`, a random key each step; `"greedy"` takes the actor's
 `tanh(mean)`. On mixed Pendulum at 20,000 updates the greedy rule was most of the gap to
 d3rlpy's final returns (docs/benchmarks/zoo-parity-20k.md). The one difference from d3rlpy's
-code: the actor is the tanh-squashed Gaussian that CQL, IQL and SAC share (d3rlpy's: a
-Gaussian around a tanh mean, its log-std an output clamped to [-20, 2]). Box actions with
-finite bounds only; no recurrent form. The learner is
+code: the actor is the tanh-squashed Gaussian that CQL, IQL and SAC share, the one SAC
+fine-tunes from; `actor_tanh_mean=True` is d3rlpy's (a Gaussian around a tanh mean in the
+unit box, its log-std an output clipped to [-20, 2]), which did not close the gap on
+`hopper-medium-replay`. Box actions with finite bounds only; no recurrent form. The learner is
 `advantage_weighted`'s, shared with AWAC: this module chooses its reductions, weights and
 targets.
 """
