@@ -77,12 +77,8 @@ class MixedReplay(Replay):
         """The offline data's learner rows, replicated on the devices as one full ring. The
         connector state is fitted on them unless it came from a checkpoint (`init_from`,
         `restore`): then the rows are transformed as that training saw them."""
-        data = algo.data
-        episodes = data.prelearned(list(data.episodes(0, shuffle=False)))
-        if not episodes:
-            raise ValueError(f"no episodes found in {algo.config.input_!r}")
-        cols, cstate, _ = data.columns(episodes, jax.device_get(algo.state.connector_state),
-                                       fit=not algo.learner_loaded)
+        cols, cstate, _, _ = algo.data.read_columns(
+            jax.device_get(algo.state.connector_state), fit=not algo.learner_loaded)
         algo.state = algo.state._replace(connector_state=self.dp.put_replicated(cstate))
         n = len(cols["obs"])
         self.offline_ring = make_replay_buffer(capacity=n, batch_size=self.offline_rows)

@@ -156,11 +156,11 @@ class OfflineData:
 
     # ------------------------------------------------------------------ on the devices
 
-    def materialize(self, connector_state: Any, fit: bool, stateful: bool) -> Any:
-        """Reads every episode, keeps their learner columns on the devices (`device_data`)
-        and returns the connector state, fitted on them when `fit` (a restored state is
-        used as saved: fitting it again would count the data twice and break exact
-        resume), process 0's in a multi-process run."""
+    def read_columns(self, connector_state: Any, fit: bool) -> tuple:
+        """Reads every episode (the `ope_split` episodes held out first, where off-policy
+        estimates are asked for) and returns `(learner columns on the host, connector state,
+        each episode's row count or None, the episodes)`, the state fitted on them when
+        `fit`; a `ValueError` naming `input_` when there is none."""
         with gc_pause.paused():  # see read_episodes
             episodes = list(self.episodes(0, shuffle=False))
         if self.config.off_policy_estimation_methods:  # held out of training, by episode
@@ -169,7 +169,14 @@ class OfflineData:
         episodes = self.prelearned(episodes)
         if not episodes:
             raise ValueError(f"no episodes found in {self.config.input_!r}")
-        cols, cstate, lengths = self.columns(episodes, connector_state, fit=fit)
+        return (*self.columns(episodes, connector_state, fit=fit), episodes)
+
+    def materialize(self, connector_state: Any, fit: bool, stateful: bool) -> Any:
+        """Reads every episode, keeps their learner columns on the devices (`device_data`)
+        and returns the connector state, fitted on them when `fit` (a restored state is
+        used as saved: fitting it again would count the data twice and break exact
+        resume), process 0's in a multi-process run."""
+        cols, cstate, lengths, episodes = self.read_columns(connector_state, fit)
         if self.config.sample_unit == "episodes" and lengths is None:
             raise ConfigError("sample_unit='episodes' needs one block of rows per episode "
                               "from the learner pipeline (not a time-dim layout)")

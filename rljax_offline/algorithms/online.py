@@ -70,7 +70,9 @@ class OnlineAlgorithm(Algorithm):
         if c.rollout_fragment_length != "auto":
             round_steps = c.rollout_fragment_length * c.num_envs_per_env_runner
             num_steps = -(-num_steps // round_steps) * round_steps
-        if c.batch_mode == "complete_episodes" if complete is None else complete:
+        if complete is None:
+            complete = c.batch_mode == "complete_episodes"
+        if complete:
             chunks, finished = self._sampler.sample_complete(num_steps)
         else:
             chunks, finished = self._sampler.sample_continuing(num_steps, lookback)
