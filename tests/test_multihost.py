@@ -74,6 +74,7 @@ def test_two_processes_sample_exactly_what_one_device_does():
         assert rc == 0, err[-2000:]
         results.append(_json_lines(out)[-1])
     assert [r["process"] for r in results] == [0, 1]
+    assert list(results[0]["result"]) == ["marwil-discrete"]
     for algo, units in results[0]["result"].items():
         for unit, r in units.items():
             print(f"{algo} {unit}: 2 processes x 2 devices vs one device: "
