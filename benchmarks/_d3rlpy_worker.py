@@ -54,6 +54,20 @@ TRUNCATED_NORMAL_STD = 0.87962566103423978
 STANDARD_OBSERVATIONS = {"TD3PlusBC"}
 
 
+def config_objects(kwargs: dict) -> dict:
+    """`--set` names that stand for d3rlpy objects, popped from `kwargs` and built:
+    `encoder_hidden_units=[W, ...]` (a `VectorEncoderFactory`, as `encoder_factory`) and
+    `reward_scale=X` (a `MultiplyRewardScaler`, as `reward_scaler`)."""
+    built = {}
+    if "encoder_hidden_units" in kwargs:
+        built["encoder_factory"] = d3rlpy.models.VectorEncoderFactory(
+            hidden_units=kwargs.pop("encoder_hidden_units"))
+    if "reward_scale" in kwargs:
+        built["reward_scaler"] = d3rlpy.preprocessing.MultiplyRewardScaler(
+            kwargs.pop("reward_scale"))
+    return built
+
+
 def build(algo, dataset) -> None:
     """Builds `algo`'s scalers and networks on `dataset` now (as `fit` would first), once."""
     if algo.impl is None:
@@ -130,7 +144,7 @@ def fit_transformer(algo, dataset, env, args, per_eval: int) -> None:
     final = transformer_returns(args.env, algo, args.target_return, args.final_episodes)
     print(json.dumps({
         "library": f"d3rlpy {d3rlpy.__version__}", "algo": args.algo, "set": args.set,
-        "greedy": args.greedy,
+        "greedy": args.greedy, "device": args.device,
         "batch_size": algo.config.batch_size, "updates": per_eval * args.evals,
         "step_s_per_part": step_s, "wall_s": wall, "returns": returns,
         "final_returns": final}))
@@ -153,13 +167,16 @@ def main():
                          "kernel, zero bias), a diagnosis of what the draw does")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=JSON",
                     help="a config field away from d3rlpy's default, for a diagnosis "
-                         "(e.g. target_update_interval=1000); the comparison uses none")
+                         "(e.g. target_update_interval=1000; `config_objects` names two that "
+                         "build objects); the comparison uses none")
     ap.add_argument("--greedy", action="store_true",
                     help="act with the policy's mean, tanh(mu), in evaluations and the final "
                          "one, in place of predict's own rule (CRR: the critic-weighted "
                          "resampling of policy actions): a diagnosis")
     ap.add_argument("--target-return", type=float,
                     help="Decision Transformer: the return it acts towards")
+    ap.add_argument("--device", default="cpu:0",
+                    help="torch device d3rlpy trains and acts on (e.g. cuda:0)")
     args = ap.parse_args()
     d3rlpy.seed(args.seed)
     data = np.load(args.data)
@@ -178,6 +195,7 @@ def main():
     for item in args.set:
         name, _, value = item.partition("=")
         kwargs[name] = json.loads(value)
+    kwargs.update(config_objects(kwargs))
     config = ALGOS[args.algo](**kwargs)
     dataset = d3rlpy.dataset.MDPDataset(
         data["observations"], data["actions"], data["rewards"], data["terminals"],
@@ -185,7 +203,7 @@ def main():
         action_space=(d3rlpy.ActionSpace.DISCRETE
                       if isinstance(env.action_space, gym.spaces.Discrete)
                       else d3rlpy.ActionSpace.CONTINUOUS))
-    algo = config.create(device="cpu:0")
+    algo = config.create(device=args.device)
     if args.init == "flax":
         flax_draw(algo, dataset)
     if args.greedy:
@@ -205,7 +223,7 @@ def main():
     step_s_per_part = [float(m["time_step"]) for _, m in history]
     print(json.dumps({
         "library": f"d3rlpy {d3rlpy.__version__}", "algo": args.algo, "set": args.set,
-        "greedy": args.greedy,
+        "greedy": args.greedy, "device": args.device,
         "batch_size": config.batch_size, "updates": per_eval * args.evals,
         "step_s_per_part": step_s_per_part, "wall_s": wall,
         "returns": [float(m["return"]) for _, m in history], "final_returns": final}))

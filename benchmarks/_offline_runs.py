@@ -159,7 +159,8 @@ def run_ours(data: str, env_id: str, config, updates: int, seed: int, *, evals: 
             "batch_size": config.train_batch_size_per_learner,
             "updates": [per_part * (i + 1) for i in range(evals)], "returns": returns,
             "step_s_per_part": step_s, "updates_per_s": updates_per_s(step_s),
-            "wall_s": wall_s, **({"final_returns": final} if final else {})}
+            "wall_s": wall_s, "device": str(algo.devices[0]),
+            **({"final_returns": final} if final else {})}
 
 
 def _in_context(algo, env_id: str, episodes: int) -> list[float]:
@@ -209,18 +210,19 @@ def run_d3rlpy(python: str, data: str, env_id: str, algo: str, updates: int, see
                evals: int = 10, eval_episodes: int = 10, batch_size: int | None = None,
                threads: int = 1, overrides: dict | None = None, final_episodes: int = 0,
                init: str = "torch", target_return: float | None = None,
-               greedy: bool = False) -> dict:
+               greedy: bool = False, device: str = "cpu:0") -> dict:
     """d3rlpy's `algo` (a key of `D3RLPY_BATCH`) at its defaults on the same episodes, in the
     interpreter `python`, evaluated greedily after each part. `threads`: torch's threads
     (0: torch's default; on this shared 2-core CPU its default ran BC at 7.9 updates/s, one
     thread at ~250). `overrides`: config fields away from d3rlpy's defaults, for a diagnosis
     only; `init="flax"` draws its layers as flax does (a diagnosis too). `target_return`:
     what a Decision Transformer acts towards (ours: its config's). `greedy`: act with the
-    policy's mean where d3rlpy's `predict` does otherwise (CRR), a diagnosis."""
+    policy's mean where d3rlpy's `predict` does otherwise (CRR), a diagnosis. `device`: torch's
+    device for d3rlpy (ours runs where JAX's default backend is)."""
     cmd = [python, WORKER, "--data", transitions_npz(data), "--algo", algo, "--env", env_id,
            "--updates", str(updates), "--evals", str(evals),
            "--eval-episodes", str(eval_episodes), "--seed", str(seed),
-           "--final-episodes", str(final_episodes), "--init", init]
+           "--final-episodes", str(final_episodes), "--init", init, "--device", device]
     if batch_size is not None:
         cmd += ["--batch-size", str(batch_size)]
     if target_return is not None:
@@ -242,7 +244,7 @@ def run_d3rlpy(python: str, data: str, env_id: str, algo: str, updates: int, see
             "updates": [per_part * (i + 1) for i in range(evals)], "returns": out["returns"],
             "step_s_per_part": out["step_s_per_part"],
             "updates_per_s": updates_per_s(out["step_s_per_part"]), "wall_s": out["wall_s"],
-            "overrides": overrides or {}, "greedy": greedy,
+            "overrides": overrides or {}, "greedy": greedy, "device": device,
             **({"final_returns": out["final_returns"]} if out.get("final_returns") else {})}
 
 
