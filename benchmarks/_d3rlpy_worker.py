@@ -68,6 +68,19 @@ def config_objects(kwargs: dict) -> dict:
     return built
 
 
+def align_windows(dataset, size: int) -> None:
+    """Makes `dataset` sample the windows the learner of rljax_offline cuts: each episode in
+    consecutive `size`-step pieces from its first step (the last one shorter), in place of
+    d3rlpy's windows ending at any step. A diagnosis of what the windows do (a swap)."""
+    slicer = dataset._trajectory_slicer
+
+    def aligned(episode, end_index, length):
+        end = min((end_index // size) * size + size - 1, episode.size() - 1)
+        return slicer(episode, end, length)
+
+    dataset._trajectory_slicer = aligned
+
+
 def build(algo, dataset) -> None:
     """Builds `algo`'s scalers and networks on `dataset` now (as `fit` would first), once."""
     if algo.impl is None:
@@ -168,7 +181,8 @@ def main():
     ap.add_argument("--set", action="append", default=[], metavar="NAME=JSON",
                     help="a config field away from d3rlpy's default, for a diagnosis "
                          "(e.g. target_update_interval=1000; `config_objects` names two that "
-                         "build objects); the comparison uses none")
+                         "build objects; aligned_windows=true: `align_windows`); the "
+                         "comparison uses none")
     ap.add_argument("--greedy", action="store_true",
                     help="act with the policy's mean, tanh(mu), in evaluations and the final "
                          "one, in place of predict's own rule (CRR: the critic-weighted "
@@ -195,6 +209,7 @@ def main():
     for item in args.set:
         name, _, value = item.partition("=")
         kwargs[name] = json.loads(value)
+    aligned = kwargs.pop("aligned_windows", False)
     kwargs.update(config_objects(kwargs))
     config = ALGOS[args.algo](**kwargs)
     dataset = d3rlpy.dataset.MDPDataset(
@@ -203,6 +218,8 @@ def main():
         action_space=(d3rlpy.ActionSpace.DISCRETE
                       if isinstance(env.action_space, gym.spaces.Discrete)
                       else d3rlpy.ActionSpace.CONTINUOUS))
+    if aligned:
+        align_windows(dataset, config.context_size)
     algo = config.create(device=args.device)
     if args.init == "flax":
         flax_draw(algo, dataset)

@@ -161,6 +161,14 @@ CASES = {
                                      20000, d3rlpy_overrides={"num_layers": 1,
                                                               "encoder_hidden_units": [128],
                                                               "reward_scale": 0.001}),
+    # d3rlpy's side sampling the windows our learner cuts (each episode in consecutive
+    # context_size pieces from its first step), in place of windows ending at any step.
+    "dt-pendulum-small-scaled-aligned": Case(
+        "pendulum-mixed", "DecisionTransformer", DecisionTransformerConfig().training(
+            target_return=-150.0, num_layers=1, return_scale=0.001).rl_module(
+            model_config={**D3RLPY_MODEL, "fcnet_hiddens": [128]}), 20000,
+        d3rlpy_overrides={"num_layers": 1, "encoder_hidden_units": [128], "reward_scale": 0.001,
+                          "aligned_windows": True}),
     "discrete-dt-cartpole": Case("cartpole-mixed", "DiscreteDecisionTransformer",
                                  DiscreteDecisionTransformerConfig().training(
                                      target_return=500.0), 20000),
