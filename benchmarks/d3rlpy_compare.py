@@ -33,6 +33,9 @@ d3rlpy is never our dependency: it runs in the interpreter given by `--d3rlpy-py
     python -m venv /tmp/d3 && /tmp/d3/bin/pip install d3rlpy==2.8.1
     python benchmarks/d3rlpy_compare.py --d3rlpy-python /tmp/d3/bin/python \\
         [--only iql-pendulum] [--seeds 0,1,2] [--updates 5000]
+
+On a GPU ours runs on JAX's default backend (the GPU when JAX has its CUDA plugin) and
+`--d3rlpy-device cuda:0` puts d3rlpy's on it too (each history names its device).
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ from rljax_offline.apps.mujoco_record import make_dataset
 from rljax_offline.apps.recipes import RECIPES, record_mixed
 from rljax_offline.models.initializers import TORCH_DEFAULT
 
+DEFAULT_BATCH = "each side's default"  # a plot's title where D3RLPY_BATCH has None
 FIGURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "figures")
 
 
@@ -290,7 +294,7 @@ def run_case(name: str, python: str, seeds: list[int], updates: int | None, eval
                          f"d3rlpy {case.d3rlpy_algo}": theirs}
         plot_runs({k: v for k, v in runs_by_label.items() if v},
                   os.path.join(plots, f"{name}.png"),
-                  title=f"{name}: {case.recipe}, batch {batch}")
+                  title=f"{name}: {case.recipe}, batch {batch or DEFAULT_BATCH}")
     if not ours or not theirs:
         return None
     row = {"case": name, "d3rlpy_algo": case.d3rlpy_algo, "batch_size": batch,
