@@ -154,9 +154,10 @@ CASES = {
 # 2-core CPU trains 20,000 times in about 17 (ours) and 40 (d3rlpy) minutes: with the
 # returns-to-go as they are (both libraries' default), then scaled by 0.001 (d3rlpy's
 # reproduction scripts' reward scaler); the LayerNorm right after the embeddings takes the
-# scale out of a return-to-go in the thousands. `-aligned`: d3rlpy's side sampling the windows
-# our learner cuts (each episode in consecutive context_size pieces from its first step), in
-# place of windows ending at any step.
+# scale out of a return-to-go in the thousands. Both sides sample windows ending at any step
+# (both defaults). `-aligned`: both sides on the fixed windows RLlib's time dim cuts (each
+# episode in consecutive context_size pieces from its first step: ours with
+# sample_unit="timesteps", d3rlpy's sampling the same pieces).
 CASES["dt-pendulum-small"] = CASES["dt-pendulum"]._replace(
     ours=DecisionTransformerConfig().training(target_return=-150.0, num_layers=1).rl_module(
         model_config={**D3RLPY_MODEL, "fcnet_hiddens": [128]}),
@@ -165,6 +166,7 @@ CASES["dt-pendulum-small-scaled"] = CASES["dt-pendulum-small"]._replace(
     ours=CASES["dt-pendulum-small"].ours.training(return_scale=0.001),
     d3rlpy_overrides={**CASES["dt-pendulum-small"].d3rlpy_overrides, "reward_scale": 0.001})
 CASES["dt-pendulum-small-scaled-aligned"] = CASES["dt-pendulum-small-scaled"]._replace(
+    ours=CASES["dt-pendulum-small-scaled"].ours.offline_data(sample_unit="timesteps"),
     d3rlpy_overrides={**CASES["dt-pendulum-small-scaled"].d3rlpy_overrides,
                       "aligned_windows": True})
 

@@ -21,6 +21,7 @@ from rljax_offline.algorithms.decision_transformer import (
     DiscreteDecisionTransformerConfig,
 )
 from rljax_offline.apps.recipes import record_mixed
+from rljax_offline.connectors import Spaces
 from rljax_offline.errors import OPEError
 from rljax_offline.export import load_stablehlo
 from rljax_offline.learning.init import init_state
@@ -42,6 +43,7 @@ def test_d3rlpy_defaults():
             disc.final_tokens, disc.train_batch_size_per_learner) == (
         6e-4, 8, 6, "gelu", "tanh", "global", 10240, 30000000, 128 * 20)
     assert box.target_return is None and box.grad_clip is None
+    assert box.sample_unit == disc.sample_unit == "windows"  # d3rlpy's trajectory windows
 
 
 BOX = (gym.spaces.Box(-1, 1, (3,), np.float32), gym.spaces.Box(-2, 2, (1,), np.float32))
@@ -62,6 +64,19 @@ DISCRETE = (gym.spaces.Box(-1, 1, (4,), np.float32), gym.spaces.Discrete(2))
 def test_what_it_cannot_do_is_a_one_line_config_error(config, spaces, message):
     with pytest.raises(ConfigError, match=message):
         spec_of(config, *spaces)
+
+
+def test_windows_are_for_a_transformer_on_materialized_data():
+    """`sample_unit='windows'` elsewhere is a one-line error naming the option."""
+    from rljax_offline import BCConfig
+    with pytest.raises(ConfigError, match="sample_unit='windows' .* streams its data"):
+        DecisionTransformerConfig().offline_data(materialize_data=False,
+                                                 materialize_mapped_data=False).validate()
+    with pytest.raises(ConfigError, match="BCConfig: sample_unit='windows' .* single steps"):
+        BCConfig().offline_data(sample_unit="windows").policy_parts(Spaces.of(*BOX))
+    with pytest.raises(ConfigError, match="reads a recurrent state"):
+        BCConfig().offline_data(sample_unit="windows").rl_module(
+            model_config={"use_lstm": True, "max_seq_len": 4}).policy_parts(Spaces.of(*BOX))
 
 
 def test_a_recurrent_model_config_is_refused():
@@ -169,6 +184,23 @@ def test_exported_step_acts_as_the_actor_and_ope_refuses_it(cartpole_mixed, tmp_
     with pytest.raises(OPEError, match="needs a feed-forward acting policy"):
         ope.estimate(algo.policy(), cartpole_mixed, methods={"is": {"type": "is"}})
     algo.stop()
+
+
+def test_windows_and_fixed_sequences_train_on_the_same_steps(cartpole_mixed):
+    """Both sample units train from the same data: windows ending anywhere (flat rows kept)
+    or RLlib's fixed sequences (rows of `context_size` steps); each update covers
+    `train_batch_size_per_learner` timesteps of context."""
+    algos = {unit: cartpole_config(cartpole_mixed, 2).offline_data(
+        sample_unit=unit).build() for unit in ("windows", "timesteps")}
+    for algo in algos.values():
+        loss = algo.train()["learners"]["default_policy"]["policy_loss"]
+        assert np.isfinite(loss) and algo.timesteps_per_update == 640
+    windows, fixed = algos["windows"], algos["timesteps"]
+    assert windows.num_timesteps == fixed.num_timesteps > 0
+    assert windows.data.device_data.columns["obs"].ndim == 2  # steps, cut as sampled
+    assert fixed.data.device_data.columns["obs"].shape[1] == 10  # sequences of 10
+    for algo in algos.values():
+        algo.stop()
 
 
 @pytest.mark.slow

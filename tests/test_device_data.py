@@ -3,8 +3,9 @@ streaming prefetch thread.
 
 * the reduce-scatter gather returns exactly the rows asked for (floats, ints, bools, uint8);
 * one sampler serves timesteps (uniform with replacement) and episodes (whole stretches);
-* the scan over 8 devices equals 1 device for episode sampling, under shard_map and pmap,
-  and for the block layout of a multi-process run (simulated here on one process);
+* a transformer's windows end at any step, never cross an episode and are right-padded;
+* the scan over 8 devices equals 1 device for episode and window sampling, under shard_map
+  and pmap, and for the block layout of a multi-process run (simulated here on one process);
 * the prefetch thread ends on exhaustion, on close, on an error and when abandoned.
 
 Equivalence is checked in float64 (see test_learner_core.py for the tolerance)."""
@@ -17,14 +18,26 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jax.sharding import PartitionSpec as P
-from learner_testlib import ALGORITHM_CASES, max_diff, random_columns, spec_for, to_float64
+from learner_testlib import (
+    ALGORITHM_CASES,
+    BOX,
+    CASE_TRAINING,
+    max_diff,
+    random_columns,
+    spec_for,
+    to_float64,
+)
 
+from rljax_offline.algorithms.decision_transformer import DecisionTransformerConfig
 from rljax_offline.data.device import (
     DeviceData,
     gather_rows,
     make_device_dataset,
     sample_valid_rows,
+    sample_windows,
 )
 from rljax_offline.learning.data_parallel import DataParallel, prefetch_to_device, select_devices
 from rljax_offline.learning.init import init_state
@@ -126,6 +139,71 @@ def test_episode_sampling_eight_devices_and_pmap_equal_one():
         with pytest.raises(ValueError, match="needs put_data"):
             dp.scan_on_device(1, sample_unit="episodes")(
                 dp.put_replicated(init_state(learning)), dp.put_data(data))
+
+
+@settings(max_examples=40, deadline=None)
+@given(lengths=st.lists(st.integers(1, 9), min_size=1, max_size=6),
+       window=st.integers(1, 6), seed=st.integers(0, 2**16))
+def test_windows_end_anywhere_and_never_cross_an_episode(lengths, window, seed):
+    """Each window is the up to `window` steps of one episode ending at its drawn step,
+    from the episode's first step where fewer precede it, padded on the right (the padding
+    repeats the last step and is masked)."""
+    lengths = np.asarray(lengths)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    rows, held = map(np.asarray, sample_windows(
+        jax.random.PRNGKey(seed), 32, window, int(lengths.sum()), jnp.asarray(starts),
+        jnp.asarray(lengths)))
+    assert rows.shape == held.shape == (32, window)
+    for r, h in zip(rows, held):
+        n = int(h.sum())
+        assert n >= 1 and h[:n].all() and not h[n:].any()
+        end = r[n - 1]
+        first = starts[np.searchsorted(starts, end, side="right") - 1]
+        assert n == min(window, end - first + 1)
+        np.testing.assert_array_equal(r[:n], np.arange(end - n + 1, end + 1))
+        assert (r[n:] == end).all()
+
+
+def test_every_step_ends_windows_equally_often():
+    lengths = np.array([3, 20, 1, 8])
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    rows, held = sample_windows(jax.random.PRNGKey(1), 8192, 5, 32, jnp.asarray(starts),
+                                jnp.asarray(lengths))
+    ends = np.asarray(rows)[np.arange(8192), np.asarray(held).sum(1) - 1]
+    counts = np.bincount(ends, minlength=32)
+    assert counts.min() > 0 and counts.std() / counts.mean() < 0.2
+
+
+def test_window_sampling_eight_devices_and_pmap_equal_one():
+    """A Decision Transformer (windows of 4 steps) trained on windows cut on the devices
+    from row-sharded data: 8 devices under shard_map and pmap equal one, in float64; the
+    sampled batch holds `[windows, 4]` columns with their mask and lengths."""
+    config = DecisionTransformerConfig().training(
+        **CASE_TRAINING["decision_transformer-box"])
+    spec = spec_for(config, BOX)
+    with jax.enable_x64(True):
+        data = to_float64(random_columns(spec.data.columns, *BOX, 101, seed=3))
+        lengths = [30, 1, 4, 66]
+        out = {}
+        for mode, n in (("jit", 1), ("shard_map", 8), ("pmap", 8)):
+            dp = DataParallel(spec.learning, select_devices(n), 16, mode=mode)
+            state = dp.put_replicated(to_float64(init_state(spec.learning, 5)))
+            state, _ = dp.scan_on_device(3, "windows", 4)(
+                state, dp.put_data(data, episode_lengths=lengths))
+            out[mode] = jax.device_get(state)
+        for mode in ("shard_map", "pmap"):
+            diff = max_diff(out["jit"].params, out[mode].params)
+            print(f"window sampling, {mode} x8 vs one device: {diff:.3g}")
+            assert diff < TOL64
+        dataset = DataParallel(spec.learning, select_devices(1), 16, mode="jit").dataset(
+            "windows", 4)
+        batch = jax.device_get(dataset.sample(jax.random.PRNGKey(0), dataset.put(
+            data, episode_lengths=lengths)))
+        assert batch["obs"].shape[:2] == batch["loss_mask"].shape == (16, 4)
+        np.testing.assert_array_equal(batch["seq_lens"], batch["loss_mask"].sum(1))
+        assert not np.any(batch["returns_to_go"][~batch["loss_mask"]])  # padding is zeros
+    with pytest.raises(ValueError, match="needs window"):
+        DataParallel(spec.learning, select_devices(1), 16).dataset("windows")
 
 
 def test_multi_process_block_layout_equals_contiguous_rows():

@@ -117,7 +117,8 @@ def stream_data(tmp_path_factory):
 def _streaming(base, data):
     return (base.environment("CartPole-v1")
             .offline_data(input_=data, materialize_data=False, materialize_mapped_data=False,
-                          shuffle_buffer_size=4, input_read_batch_size=3, prefetch_batches=2)
+                          shuffle_buffer_size=4, input_read_batch_size=3, prefetch_batches=2,
+                          sample_unit="timesteps")  # a transformer's windows: materialized
             .training(num_updates_per_iteration=3, train_batch_size_per_learner=40,
                       learner_connector=lambda spaces: [
                           mean_std_filter(as_learner_connector=True)])

@@ -22,7 +22,9 @@ Recurrent policies (`model_config` with `use_lstm` or `use_gru`): the rows kept 
 (or streamed) are `max_seq_len` sequences (see `algorithms.pipelines`), and each update samples
 `train_batch_size_per_learner / max_seq_len` of them (rounded to a multiple of the device
 count), about `train_batch_size_per_learner` timesteps, as RLlib does. Acting carries the
-state from step to step (`state_out` recorded per step, the next step's `state_in`).
+state from step to step (`state_out` recorded per step, the next step's `state_in`). A
+transformer sampled in windows (`sample_unit="windows"`) keeps flat rows and samples as many
+windows of `max_seq_len` steps, each ending at any step.
 
 Process-wide setup (joining `jax.distributed`, the compilation cache) is not done here: the
 config's `build()` does it first (`runtime.setup`).
@@ -153,6 +155,14 @@ class Algorithm:
         return max(n, int(round(seqs / n)) * n)
 
     @property
+    def sample_window(self) -> int | None:
+        """Steps of the context windows the learner cuts as it samples
+        (`sample_unit="windows"`: the sequence model's `max_seq_len`); None otherwise."""
+        if self.config.sample_unit != "windows":
+            return None
+        return self.spec.acting.policy.max_seq_len
+
+    @property
     def timesteps_per_update(self) -> int:
         """Timesteps one update trains on (for a recurrent policy: sequences times
         `max_seq_len`, zero padding included)."""
@@ -180,8 +190,7 @@ class Algorithm:
             raise ConfigError("no offline data: set config.offline_data(input_=...)")
         t0 = time.perf_counter()
         if not self.config.streams_data:
-            cstate = self.data.materialize(self._connector_state, fit=not self._restored,
-                                           stateful=self.is_stateful)
+            cstate = self.data.materialize(self._connector_state, fit=not self._restored)
             self.state = self.dp.put_replicated(self.state._replace(connector_state=cstate))
         else:
             self.data.start_stream(self._connector_state)

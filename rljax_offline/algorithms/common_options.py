@@ -116,9 +116,11 @@ class CommonOptions:
     output_filesystem_kwargs: dict | None = option(None, "offline_data", dict_or_none,
                                                    "kwargs for the output filesystem")
     sample_unit: str = option(
-        "timesteps", "offline_data", one_of("timesteps", "episodes"),
+        "timesteps", "offline_data", one_of("timesteps", "episodes", "windows"),
         "what the on-device sampler draws, uniformly with replacement: timesteps (RLlib's "
-        "default) or whole episodes (their steps in order until the batch is full)")
+        "default; a sequence model's fixed max_seq_len sequences), whole episodes (their "
+        "steps in order until the batch is full) or a transformer's context windows ending "
+        "at any step (d3rlpy's)")
     # training
     lr: float = option(1e-3, "training", positive_float, "learning rate")
     gamma: float = option(0.99, "training", probability, "discount factor")

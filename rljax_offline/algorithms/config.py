@@ -269,6 +269,13 @@ class AlgorithmConfig(CommonOptions):
             raise ConfigError(f"{type(self).__name__}: debugging(seeds=...) trains offline "
                               f"single-agent algorithms on materialized data in one program; "
                               f"this config {why}")
+        if self.sample_unit == "windows" and (self.streams_data or self.is_multi_agent
+                                              or self.trains_online):
+            why = ("streams its data" if self.streams_data else "is multi-agent"
+                   if self.is_multi_agent else "trains online")
+            raise ConfigError(f"{type(self).__name__}: sample_unit='windows' cuts a sequence "
+                              f"model's windows from materialized single-agent offline data; "
+                              f"this config {why} (use sample_unit='timesteps')")
         if parse_methods(self.off_policy_estimation_methods) and self.streams_data:
             raise ConfigError(f"{type(self).__name__}: off_policy_estimation_methods hold "
                               "ope_split episodes out of materialized data; set "

@@ -65,7 +65,8 @@ class _Offline:
 
 class Materialized(_Offline):
     """The learner columns materialized on the devices; each update draws its minibatch
-    there (`Learner.step` on `DeviceData`, by the config's `sample_unit`).
+    there (`Learner.step` on `DeviceData`, by the config's `sample_unit`; windows of the
+    sequence model's context for "windows").
 
     Args:
       data: the algorithm's `OfflineData`.
@@ -74,7 +75,8 @@ class Materialized(_Offline):
     def update(self, algo: Any, chunks: list, steps: int) -> tuple[dict, dict, int]:
         """`updates_per_iteration` updates, dispatched; their metrics as device arrays."""
         n = algo.config.updates_per_iteration
-        metrics = algo.learner.step(n, self.data.device_data, algo.config.sample_unit)
+        metrics = algo.learner.step(n, self.data.device_data, algo.config.sample_unit,
+                                    algo.sample_window)
         return offline_learners(algo, metrics, n), {}, n
 
 

@@ -17,9 +17,12 @@ context of at most `context_size` steps:
   minus the reward received, `R_{t+1} = R_t - r_t` (d3rlpy's `StatefulTransformerWrapper`);
   the action is the network's greedy output at the current state token.
 
-On the engine: the policy is a stateful `Module` (`max_seq_len = context_size`), so the
-learner pipeline cuts each episode into `context_size` sequences (RLlib's
-`AddTimeDimToBatchAndZeroPad`, as for recurrent policies) and the losses read `obs`,
+On the engine: the policy is a stateful `Module` (`max_seq_len = context_size`). Each update
+trains on `train_batch_size_per_learner / context_size` windows of `context_size` steps,
+each ending at a step drawn uniformly from the data (`sample_unit="windows"`, the default, as
+d3rlpy samples them: every step is trained with as much context as acting gives it), or
+with `sample_unit="timesteps"` on the fixed sequences RLlib's `AddTimeDimToBatchAndZeroPad`
+cuts from each episode's first step (as for recurrent policies); the losses read `obs`,
 `actions`, `returns_to_go` and `timesteps` `[B, T]`; the state the acting pipeline carries is
 the context itself (observations, actions, returns-to-go and timesteps of the last
 `context_size` steps, the step count and the return still to get). The reward and the action
@@ -142,6 +145,10 @@ class _DecisionTransformerBase(AlgorithmConfig):
                                          "the return acting conditions on (required)")
     return_scale: float = option(1.0, "training", positive_float,
                                  "multiplier of returns-to-go (d3rlpy's reward scaler)")
+    sample_unit: str = option(
+        "windows", "offline_data", one_of("timesteps", "episodes", "windows"),
+        "windows: context windows ending at steps drawn uniformly (d3rlpy's); timesteps: "
+        "the fixed context_size sequences of each episode (RLlib's time dim)")
     model_config: dict = option(D3RLPY_MODEL, "rl_module", dict_or_none,
                                 "the observation encoder (fcnet_hiddens: its last width is "
                                 "the embedding width)")
@@ -310,7 +317,7 @@ class _DecisionTransformerBase(AlgorithmConfig):
                             dist=dist, policy=policy)
         data = DataSpec(columns=("obs", "actions", "returns_to_go", "timesteps"),
                         learner_connector=(pipeline(add_returns_to_go(1.0, bootstrap_obs=False),
-                                                    add_timesteps()),))
+                                                    add_timesteps()),), windows=True)
         return AlgorithmSpec(learning, acting, data)
 
     def _schedule_optimizer(self) -> optax.GradientTransformation:

@@ -171,17 +171,18 @@ class OfflineData:
             raise ValueError(f"no episodes found in {self.config.input_!r}")
         return (*self.columns(episodes, connector_state, fit=fit), episodes)
 
-    def materialize(self, connector_state: Any, fit: bool, stateful: bool) -> Any:
+    def materialize(self, connector_state: Any, fit: bool) -> Any:
         """Reads every episode, keeps their learner columns on the devices (`device_data`)
         and returns the connector state, fitted on them when `fit` (a restored state is
         used as saved: fitting it again would count the data twice and break exact
         resume), process 0's in a multi-process run."""
         cols, cstate, lengths, episodes = self.read_columns(connector_state, fit)
-        if self.config.sample_unit == "episodes" and lengths is None:
-            raise ConfigError("sample_unit='episodes' needs one block of rows per episode "
-                              "from the learner pipeline (not a time-dim layout)")
+        if self.config.sample_unit in ("episodes", "windows") and lengths is None:
+            raise ConfigError(f"sample_unit={self.config.sample_unit!r} needs one block of "
+                              "rows per episode from the learner pipeline (not a time-dim "
+                              "layout)")
         self.device_data = self.dp.put_data(cols, lengths)
-        self.num_timesteps = (int(np.sum(cols["seq_lens"])) if stateful
+        self.num_timesteps = (int(np.sum(cols["seq_lens"])) if "seq_lens" in cols
                               else self.device_data.num_rows)
         self.num_episodes = self.device_data.num_episodes or len(episodes)
         return agreed(cstate, self.multi_process)

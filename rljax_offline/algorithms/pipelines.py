@@ -7,7 +7,9 @@ Recurrent policies (`use_lstm` / `use_gru`): the learner pipeline ends with RLli
 `AddStatesFromEpisodesToBatch` and `AddTimeDimToBatchAndZeroPad` (then the algorithm's
 sequence pieces), so its rows are `max_seq_len` sequences and the data keeps their
 `state_in`, `seq_lens` and `loss_mask` besides the spec's columns; the env-to-module pipeline
-adds the state and a time axis of 1.
+adds the state and a time axis of 1. A transformer sampled in windows (`sample_unit="windows"`,
+the Decision Transformer's default) keeps flat rows instead: the learner cuts its context
+windows as it samples them (`data.device.sample_windows`).
 
 The env-to-module pipeline acts with the state the learner pipeline fitted, piece by piece
 of the same name (`env_to_module_state`): by default both start with the same custom pieces.
@@ -19,7 +21,7 @@ from typing import Any, NamedTuple
 
 import jax
 
-from rljax_offline.algorithms.config import AlgorithmConfig
+from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.marwil import add_returns_to_go
 from rljax_offline.connectors import (
     Connector,
@@ -81,9 +83,16 @@ def build(config: AlgorithmConfig, spaces: Spaces, **spec_options: Any
     out = base.out_spaces(spaces)
     spec: AlgorithmSpec = config.make_spec(out.observation, out.action, **spec_options)
     sequences, seq_kwargs, columns = (), {}, tuple(spec.data.columns)
+    windows = config.sample_unit == "windows"
+    if windows and not (spec.data.windows and spec.acting.is_stateful):
+        reads = "a recurrent state" if spec.acting.is_stateful else "single steps"
+        raise ConfigError(f"{type(config).__name__}: sample_unit='windows' cuts context "
+                          f"windows for a transformer (the Decision Transformer); this "
+                          f"algorithm's policy reads {reads} (use sample_unit='timesteps')")
     if spec.acting.is_stateful:
         policy = spec.acting.policy
         seq_kwargs = dict(max_seq_len=policy.max_seq_len, initial_state=policy.initial_state())
+    if spec.acting.is_stateful and not windows:  # windows: flat rows, cut as sampled
         sequences = (add_states(**seq_kwargs), add_time_dim(policy.max_seq_len),
                      *spec.data.sequence_connector)
         columns = tuple(dict.fromkeys((*columns, *SEQUENCE_COLUMNS)))

@@ -101,7 +101,8 @@ class SeedRuns:
         t0 = time.perf_counter()
         n = self.config.updates_per_iteration
         if self._scan is None:
-            self._scan = scan_over_seeds(self.algo.dp, n, self.config.sample_unit)
+            self._scan = scan_over_seeds(self.algo.dp, n, self.config.sample_unit,
+                                         self.algo.sample_window)
         self.states, metrics = self._scan(self.states, self.algo.data.device_data)
         metrics = jax.device_get(metrics)
         per_seed = [{k: float(v[i]) for k, v in metrics.items()}

@@ -9,7 +9,9 @@ there, inside the jitted update loop.
   passes its own rows and the layout is agreed over all of them;
 * `sample(key, data) -> batch` (traced, per device): one global minibatch of
   `batch_size` valid rows drawn on the device (`sample_valid_rows`), this device's slice of it
-  gathered from the row-sharded data (`gather_rows`).
+  gathered from the row-sharded data (`gather_rows`); for a sequence model, `batch_size`
+  context windows of `window` steps cut on the device from the episodes' steps
+  (`sample_windows`).
 
 Every device draws the same indices, so any device or process count gives the one-device
 batch, bit for bit. Traced code does no Python-side validation.
@@ -27,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-SAMPLE_UNITS = ("timesteps", "episodes")
+SAMPLE_UNITS = ("timesteps", "episodes", "windows")
 
 
 @functools.partial(jax.tree_util.register_dataclass,
@@ -103,6 +105,34 @@ def sample_valid_rows(key: jax.Array, batch_size: int, num_rows: int,
     return episode_starts[eps[k]] + j - (ends[k] - lens[k])
 
 
+def sample_windows(key: jax.Array, num_windows: int, window: int, num_rows: int,
+                   episode_starts: jax.Array, episode_lengths: jax.Array
+                   ) -> tuple[jax.Array, jax.Array]:
+    """`num_windows` context windows of at most `window` consecutive steps of one episode,
+    each ending at a valid row drawn uniformly with replacement (so every step is a window's
+    last as often as any other, as d3rlpy's trajectory slicer draws them) and starting
+    `window - 1` steps before it, or at its episode's first step. Returns the valid-row
+    indices `[num_windows, window]` and the mask of the steps each holds; a window is
+    right-padded (its padding repeats its last row, masked), so under a causal model no held
+    step sees padding.
+
+    Args:
+      key: the PRNG key.
+      num_windows: windows to draw.
+      window: steps of a full window (the model's context).
+      num_rows: the valid rows (all episodes' steps, episode after episode).
+      episode_starts: `[E]` each episode's first valid row, ascending.
+      episode_lengths: `[E]` each episode's length.
+    """
+    del episode_lengths  # the next episode's start ends each one
+    ends = jax.random.randint(key, (num_windows,), 0, num_rows)
+    episode = jnp.searchsorted(episode_starts, ends, side="right") - 1
+    first = jnp.maximum(episode_starts[episode], ends - (window - 1))
+    steps = jnp.arange(window)
+    held = steps[None, :] <= (ends - first)[:, None]
+    return jnp.where(held, first[:, None] + steps[None, :], ends[:, None]), held
+
+
 def padded_positions(valid: jax.Array, block_counts: tuple, block_rows: int) -> jax.Array:
     """Valid-row indices -> positions in the block layout of `DeviceData`.
 
@@ -117,6 +147,21 @@ def padded_positions(valid: jax.Array, block_counts: tuple, block_rows: int) -> 
     ends = jnp.cumsum(counts)
     block = jnp.searchsorted(ends, valid, side="right")
     return block * block_rows + valid - (ends[block] - counts[block])
+
+
+def device_slice(x: jax.Array, axis_name: str | None) -> jax.Array:
+    """This device's slice, along axis 0, of an array every device holds whole (all of it
+    with no axis): the slice `gather_rows` gives each device of the rows at the same
+    positions.
+
+    Args:
+      x: the array, the same on every device.
+      axis_name: the device axis (None: one device).
+    """
+    if axis_name is None:
+        return x
+    size = x.shape[0] // lax.axis_size(axis_name)
+    return lax.dynamic_slice_in_dim(x, lax.axis_index(axis_name) * size, size)
 
 
 def gather_rows(shard: dict, positions: jax.Array, axis_name: str | None) -> dict:
@@ -148,13 +193,26 @@ def gather_rows(shard: dict, positions: jax.Array, axis_name: str | None) -> dic
     return jax.tree_util.tree_map(one, shard)
 
 
+def check_episodes(sample_unit: str, data: DeviceData) -> None:
+    """A clear error where the unit draws by episode and `data` was put without the
+    episodes' lengths.
+
+    Args:
+      sample_unit: the sampler's unit.
+      data: the data it samples.
+    """
+    if sample_unit in ("episodes", "windows") and data.num_episodes == 0:
+        raise ValueError(f"sample_unit={sample_unit!r} needs put_data(..., episode_lengths)")
+
+
 class DeviceDataset(NamedTuple):
     """The pure functions of an on-device dataset (see the module docstring).
 
     Attributes:
       put: `(columns, episode_lengths=None) -> DeviceData`, on the host.
       sample: `(key, data) -> batch`, traced inside the per-device program: this device's
-        slice of one global minibatch.
+        slice of one global minibatch (of windows: `[n, window, ...]` columns with their
+        `loss_mask` and `seq_lens`).
     """
 
     put: Callable[..., DeviceData]
@@ -166,7 +224,7 @@ def make_device_dataset(*, batch_size: int, num_local_devices: int,
                         put_replicated: Callable[[Any], Any],
                         axis_name: str | None, sample_unit: str = "timesteps",
                         allgather: Callable[[np.ndarray], list[np.ndarray]] | None = None,
-                        ) -> DeviceDataset:
+                        window: int | None = None) -> DeviceDataset:
     """An on-device dataset; every argument is checked here, none in traced code.
 
     Args:
@@ -177,9 +235,11 @@ def make_device_dataset(*, batch_size: int, num_local_devices: int,
         arrays).
       put_replicated: places a host pytree on the devices, the same on every device.
       axis_name: the device axis the sample runs under (None: one device, plain jit).
-      sample_unit: "timesteps" or "episodes" (see `sample_valid_rows`).
+      sample_unit: "timesteps" or "episodes" (see `sample_valid_rows`), or "windows"
+        (`batch_size` windows, see `sample_windows`).
       allgather: in a multi-process run, `int vector -> every process's vector` (in process
         order); None in a single-process run.
+      window: steps of one window ("windows" only).
     """
     if sample_unit not in SAMPLE_UNITS:
         raise ValueError(f"sample_unit must be one of {SAMPLE_UNITS}, got {sample_unit!r}")
@@ -187,6 +247,8 @@ def make_device_dataset(*, batch_size: int, num_local_devices: int,
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     if not isinstance(num_local_devices, int) or num_local_devices < 1:
         raise ValueError(f"num_local_devices must be a positive int, got {num_local_devices!r}")
+    if sample_unit == "windows" and (not isinstance(window, int) or window < 1):
+        raise ValueError(f"sample_unit='windows' needs window, a positive int, got {window!r}")
 
     def put(columns: dict, episode_lengths=None) -> DeviceData:
         """Materialized learner columns onto the devices, once, sharded along rows.
@@ -224,9 +286,26 @@ def make_device_dataset(*, batch_size: int, num_local_devices: int,
                           block_counts=counts, block_rows=block)
 
     def sample(key: jax.Array, data: DeviceData) -> dict:
+        if sample_unit == "windows":
+            return sample_window_batch(key, data)
         valid = sample_valid_rows(key, batch_size, data.num_rows, data.episode_starts,
                                   data.episode_lengths, sample_unit)
         positions = padded_positions(valid, data.block_counts, data.block_rows)
         return gather_rows(data.columns, positions, axis_name)
+
+    def sample_window_batch(key: jax.Array, data: DeviceData) -> dict:
+        valid, held = sample_windows(key, batch_size, window, data.num_rows,
+                                     data.episode_starts, data.episode_lengths)
+        positions = padded_positions(valid.reshape(-1), data.block_counts, data.block_rows)
+        rows = gather_rows(data.columns, positions, axis_name)
+        held = device_slice(held, axis_name)
+
+        def as_windows(x):
+            x = x.reshape(held.shape + x.shape[1:])
+            return jnp.where(held.reshape(held.shape + (1,) * (x.ndim - 2)), x,
+                             jnp.zeros((), x.dtype))
+
+        return {**jax.tree_util.tree_map(as_windows, rows), "loss_mask": held,
+                "seq_lens": held.sum(axis=1, dtype=jnp.int32)}
 
     return DeviceDataset(put=put, sample=sample)

@@ -21,7 +21,12 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from rljax_offline.data.device import DeviceData, DeviceDataset, make_device_dataset
+from rljax_offline.data.device import (
+    DeviceData,
+    DeviceDataset,
+    check_episodes,
+    make_device_dataset,
+)
 from rljax_offline.learning.spec import LearningSpec, TrainState
 from rljax_offline.learning.update import AXIS, make_update
 from rljax_offline.runtime.prefetch import Prefetcher
@@ -139,14 +144,16 @@ class DataParallel:
         `local_batch_size` rows (all of them in a single-process run)."""
         return _put(tree, self.sharded, self.multi_process)
 
-    def dataset(self, sample_unit: str = "timesteps") -> DeviceDataset:
+    def dataset(self, sample_unit: str = "timesteps", window: int | None = None
+                ) -> DeviceDataset:
         """The on-device dataset (`data.device`) on these devices: its `put` places rows
-        sharded here, its `sample` draws this update's global minibatches."""
+        sharded here, its `sample` draws this update's global minibatches (of `window`-step
+        windows for the "windows" unit)."""
         return make_device_dataset(
             batch_size=self.batch_size, num_local_devices=len(self.local_devices),
             put_sharded=self.put_sharded, put_replicated=self.put_replicated,
             axis_name=self.axis_name, sample_unit=sample_unit,
-            allgather=_allgather_ints if self.multi_process else None)
+            allgather=_allgather_ints if self.multi_process else None, window=window)
 
     def put_data(self, columns: dict, episode_lengths=None) -> DeviceData:
         """Materialized learner columns onto the devices, once, sharded along rows
@@ -257,21 +264,22 @@ class DataParallel:
         """`(state, global_batch) -> (state, metrics)`: one update, the batch sharded."""
         return self.compile_per_device(self._step_with_keys, (P(AXIS),))
 
-    def scan_on_device(self, num_updates: int, sample_unit: str = "timesteps"):
+    def scan_on_device(self, num_updates: int, sample_unit: str = "timesteps",
+                       window: int | None = None):
         """`(state, data) -> (state, metrics)`: `num_updates` updates in one `lax.scan`, each
         on a global minibatch sampled on the device (`DeviceDataset.sample`) from `data`, a
         `DeviceData` from `put_data` (a dict of equal-length host arrays is put there
         first). Every device draws the same indices and gathers its slice of the batch from
         the row-sharded data, so any device or process count gives the one-device result.
-        Metrics: the last update's, plus `*_mean` over all."""
-        dataset = self.dataset(sample_unit)
+        Metrics: the last update's, plus `*_mean` over all. `window`: steps of a window, for
+        the "windows" unit (`data.device.sample_windows`)."""
+        dataset = self.dataset(sample_unit, window)
         compiled: dict = {}
 
         def run(state, data):
             if not isinstance(data, DeviceData):
                 data = dataset.put(jax.device_get(data))
-            if sample_unit == "episodes" and data.num_episodes == 0:
-                raise ValueError("sample_unit='episodes' needs put_data(..., episode_lengths)")
+            check_episodes(sample_unit, data)
             meta = (data.block_counts, data.block_rows)
             if meta not in compiled:
                 compiled[meta] = self.compile_per_device(

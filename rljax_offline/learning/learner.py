@@ -73,15 +73,15 @@ class Learner:
         return self.state.connector_state
 
     def step(self, num_updates: int, data: DeviceData | Iterator[dict],
-             sample_unit: str = "timesteps") -> dict:
+             sample_unit: str = "timesteps", window: int | None = None) -> dict:
         """`num_updates` updates on `data`, dispatched: materialized `DeviceData` (sampled on
-        the devices by `sample_unit`, the scan program compiled once per count and unit) or
-        an iterator of global batches. Returns the metrics (device arrays, ready when the
-        updates are done)."""
+        the devices by `sample_unit`, in windows of `window` steps for "windows", the scan
+        program compiled once per count and unit) or an iterator of global batches. Returns
+        the metrics (device arrays, ready when the updates are done)."""
         if isinstance(data, DeviceData):
-            key = (num_updates, sample_unit)
+            key = (num_updates, sample_unit, window)
             if key not in self._scans:
-                self._scans[key] = self.dp.scan_on_device(num_updates, sample_unit)
+                self._scans[key] = self.dp.scan_on_device(num_updates, sample_unit, window)
             self.state, metrics = self._scans[key](self.state, data)
         else:
             self.state, metrics = self.dp.stream_updates(self.state, data, num_updates)

@@ -25,7 +25,7 @@ import jax
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-from rljax_offline.data.device import DeviceData
+from rljax_offline.data.device import DeviceData, check_episodes
 from rljax_offline.learning.data_parallel import DataParallel
 from rljax_offline.learning.init import _compile_init, _init_parts, check_learning_spec
 from rljax_offline.learning.spec import LearningSpec, TrainState
@@ -65,7 +65,8 @@ def seed_slice(state: Any, i: int) -> Any:
     return jax.tree_util.tree_map(lambda x: x[i], state)
 
 
-def scan_over_seeds(dp: DataParallel, num_updates: int, sample_unit: str = "timesteps"):
+def scan_over_seeds(dp: DataParallel, num_updates: int, sample_unit: str = "timesteps",
+                    window: int | None = None):
     """`(states, data) -> (states, metrics)`: `DataParallel.scan_on_device` for every seed of
     a stacked state in one program; metrics get the seed axis too. The data (a `DeviceData`
     from `dp.put_data`) is shared by all seeds.
@@ -73,12 +74,13 @@ def scan_over_seeds(dp: DataParallel, num_updates: int, sample_unit: str = "time
     Args:
       dp: the data-parallel runtime (mode `shard_map` or `jit`).
       num_updates: updates per call.
-      sample_unit: `DataParallel.dataset`'s unit ("timesteps" or "episodes").
+      sample_unit: `DataParallel.dataset`'s unit ("timesteps", "episodes" or "windows").
+      window: steps of a window ("windows" only).
     """
     if dp.mode == "pmap":
         raise ValueError("seeds in one program run under shard_map or jit (mode='pmap' maps "
                          "the device axis itself)")
-    dataset = dp.dataset(sample_unit)
+    dataset = dp.dataset(sample_unit, window)
     compiled: dict = {}
 
     def build(meta):
@@ -91,8 +93,7 @@ def scan_over_seeds(dp: DataParallel, num_updates: int, sample_unit: str = "time
         return jax.jit(f, donate_argnums=0)
 
     def run(states: TrainState, data: DeviceData):
-        if sample_unit == "episodes" and data.num_episodes == 0:
-            raise ValueError("sample_unit='episodes' needs put_data(..., episode_lengths)")
+        check_episodes(sample_unit, data)
         meta = (data.block_counts, data.block_rows)
         if meta not in compiled:
             compiled[meta] = build(meta)

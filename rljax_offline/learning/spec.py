@@ -158,11 +158,14 @@ class DataSpec(NamedTuple):
       learner_connector: pieces the algorithm appends to the default learner pipeline.
       sequence_connector: pieces appended after the time dimension is added (recurrent
         policies only; columns per sequence, e.g. MARWIL's bootstrap window).
+      windows: the losses read context windows and no recurrent state (a transformer), so
+        the learner may cut them anywhere in an episode (`sample_unit="windows"`).
     """
 
     columns: tuple = ("obs", "actions")
     learner_connector: tuple = ()
     sequence_connector: tuple = ()
+    windows: bool = False
 
 
 class AlgorithmSpec(NamedTuple):
