@@ -151,8 +151,7 @@ def test_windows_end_anywhere_and_never_cross_an_episode(lengths, window, seed):
     lengths = np.asarray(lengths)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     rows, held = map(np.asarray, sample_windows(
-        jax.random.PRNGKey(seed), 32, window, int(lengths.sum()), jnp.asarray(starts),
-        jnp.asarray(lengths)))
+        jax.random.PRNGKey(seed), 32, window, int(lengths.sum()), jnp.asarray(starts)))
     assert rows.shape == held.shape == (32, window)
     for r, h in zip(rows, held):
         n = int(h.sum())
@@ -167,8 +166,7 @@ def test_windows_end_anywhere_and_never_cross_an_episode(lengths, window, seed):
 def test_every_step_ends_windows_equally_often():
     lengths = np.array([3, 20, 1, 8])
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    rows, held = sample_windows(jax.random.PRNGKey(1), 8192, 5, 32, jnp.asarray(starts),
-                                jnp.asarray(lengths))
+    rows, held = sample_windows(jax.random.PRNGKey(1), 8192, 5, 32, jnp.asarray(starts))
     ends = np.asarray(rows)[np.arange(8192), np.asarray(held).sum(1) - 1]
     counts = np.bincount(ends, minlength=32)
     assert counts.min() > 0 and counts.std() / counts.mean() < 0.2

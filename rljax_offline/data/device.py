@@ -106,8 +106,7 @@ def sample_valid_rows(key: jax.Array, batch_size: int, num_rows: int,
 
 
 def sample_windows(key: jax.Array, num_windows: int, window: int, num_rows: int,
-                   episode_starts: jax.Array, episode_lengths: jax.Array
-                   ) -> tuple[jax.Array, jax.Array]:
+                   episode_starts: jax.Array) -> tuple[jax.Array, jax.Array]:
     """`num_windows` context windows of at most `window` consecutive steps of one episode,
     each ending at a valid row drawn uniformly with replacement (so every step is a window's
     last as often as any other, as d3rlpy's trajectory slicer draws them) and starting
@@ -121,10 +120,9 @@ def sample_windows(key: jax.Array, num_windows: int, window: int, num_rows: int,
       num_windows: windows to draw.
       window: steps of a full window (the model's context).
       num_rows: the valid rows (all episodes' steps, episode after episode).
-      episode_starts: `[E]` each episode's first valid row, ascending.
-      episode_lengths: `[E]` each episode's length.
+      episode_starts: `[E]` each episode's first valid row, ascending (the next one's
+        start ends each).
     """
-    del episode_lengths  # the next episode's start ends each one
     ends = jax.random.randint(key, (num_windows,), 0, num_rows)
     episode = jnp.searchsorted(episode_starts, ends, side="right") - 1
     first = jnp.maximum(episode_starts[episode], ends - (window - 1))
@@ -295,7 +293,7 @@ def make_device_dataset(*, batch_size: int, num_local_devices: int,
 
     def sample_window_batch(key: jax.Array, data: DeviceData) -> dict:
         valid, held = sample_windows(key, batch_size, window, data.num_rows,
-                                     data.episode_starts, data.episode_lengths)
+                                     data.episode_starts)
         positions = padded_positions(valid.reshape(-1), data.block_counts, data.block_rows)
         rows = gather_rows(data.columns, positions, axis_name)
         held = device_slice(held, axis_name)
