@@ -2,7 +2,7 @@
 model and batch (64 windows of 20 steps) sampled as windows ending at any step
 (`sample_unit="windows"`, cut from flat rows inside the update loop) against the fixed
 sequences RLlib's time dim cuts once, up front (`sample_unit="timesteps"`), in one process,
-one after the other, as a ratio. Pendulum's spaces, 100 episodes of 200 steps of random data
+taking turns, as a ratio. Pendulum's spaces, 100 episodes of 200 steps of random data
 (the speed does not depend on the values).
 
     python benchmarks/dt_windows.py [--updates 200] [--repeats 3] [--layers 1] [--width 128]
@@ -47,19 +47,23 @@ def fixed_sequences(flat: dict) -> dict:
             "seq_lens": np.full(n, CONTEXT, np.int32)}
 
 
-def updates_per_s(dp: DataParallel, learning, data, unit: str, updates: int,
-                  repeats: int) -> float:
-    """The best of `repeats` timed scans of `updates` updates, after one that compiles."""
-    run = dp.scan_on_device(updates, unit, CONTEXT if unit == "windows" else None)
-    state = dp.put_replicated(init_state(learning, 0))
-    state, metrics = run(state, data)
-    jax.block_until_ready(metrics)
-    best = 0.0
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        state, metrics = run(state, data)
+def interleaved_rates(dp: DataParallel, learning, runs: dict, updates: int,
+                      repeats: int) -> dict:
+    """Updates/s of each `unit -> data` of `runs`: the best of `repeats` timed scans of
+    `updates` updates, the units taking turns (so a change in the machine's load falls on
+    both), after one scan each that compiles."""
+    scans, states = {}, {}
+    for unit, data in runs.items():
+        scans[unit] = dp.scan_on_device(updates, unit, CONTEXT if unit == "windows" else None)
+        states[unit], metrics = scans[unit](dp.put_replicated(init_state(learning, 0)), data)
         jax.block_until_ready(metrics)
-        best = max(best, updates / (time.perf_counter() - t0))
+    best = dict.fromkeys(runs, 0.0)
+    for _ in range(repeats):
+        for unit, data in runs.items():
+            t0 = time.perf_counter()
+            states[unit], metrics = scans[unit](states[unit], data)
+            jax.block_until_ready(metrics)
+            best[unit] = max(best[unit], updates / (time.perf_counter() - t0))
     return best
 
 
@@ -77,10 +81,9 @@ def main() -> None:
     dp = DataParallel(spec.learning, select_devices(1), WINDOWS, mode="jit")
     flat = flat_columns()
     lengths = [LENGTH] * EPISODES
-    rates = {"windows": updates_per_s(dp, spec.learning, dp.put_data(flat, lengths),
-                                      "windows", args.updates, args.repeats),
-             "timesteps": updates_per_s(dp, spec.learning, dp.put_data(fixed_sequences(flat)),
-                                        "timesteps", args.updates, args.repeats)}
+    rates = interleaved_rates(dp, spec.learning, {
+        "windows": dp.put_data(flat, lengths),
+        "timesteps": dp.put_data(fixed_sequences(flat))}, args.updates, args.repeats)
     print(f"Decision Transformer, {args.layers} block(s), {args.width}-wide, {WINDOWS} windows "
           f"of {CONTEXT} steps, {jax.devices()[0].platform}:")
     print(f"  windows ending at any step (cut on the device): {rates['windows']:8.1f} updates/s")
