@@ -262,17 +262,13 @@ class AlgorithmConfig(CommonOptions):
             raise ConfigError(f"{type(self).__name__}: rollout_fragment_length sets the steps "
                               "an online algorithm samples per env and round; this one trains "
                               "from offline data and evaluates whole episodes (leave 'auto')")
-        if self.seeds is not None and (self.trains_online or self.streams_data
-                                       or self.is_multi_agent):
-            why = ("trains online" if self.trains_online else "streams its data"
-                   if self.streams_data else "is multi-agent")
+        why = ("trains online" if self.trains_online else "streams its data"
+               if self.streams_data else "is multi-agent" if self.is_multi_agent else None)
+        if self.seeds is not None and why:
             raise ConfigError(f"{type(self).__name__}: debugging(seeds=...) trains offline "
                               f"single-agent algorithms on materialized data in one program; "
                               f"this config {why}")
-        if self.sample_unit == "windows" and (self.streams_data or self.is_multi_agent
-                                              or self.trains_online):
-            why = ("streams its data" if self.streams_data else "is multi-agent"
-                   if self.is_multi_agent else "trains online")
+        if self.sample_unit == "windows" and why:
             raise ConfigError(f"{type(self).__name__}: sample_unit='windows' cuts a sequence "
                               f"model's windows from materialized single-agent offline data; "
                               f"this config {why} (use sample_unit='timesteps')")
