@@ -25,6 +25,7 @@ from rljax_offline.data.device import (
     DeviceData,
     DeviceDataset,
     check_episodes,
+    device_slice,
     make_device_dataset,
 )
 from rljax_offline.learning.spec import LearningSpec, TrainState
@@ -175,10 +176,7 @@ class DataParallel:
 
     def my_rows(self, idx: jax.Array) -> jax.Array:
         """This device's slice of a global index vector (all of it with no axis)."""
-        if self.mode == "jit":
-            return idx
-        return lax.dynamic_slice_in_dim(idx, lax.axis_index(AXIS) * self.per_device,
-                                        self.per_device)
+        return device_slice(idx, self.axis_name)
 
     def _step_with_keys(self, state: TrainState, batch: dict):
         """One update whose per-example keys come from the global batch's key vector, so
