@@ -38,6 +38,7 @@ import json
 import os
 import subprocess
 import tempfile
+import textwrap
 import time
 from collections.abc import Callable
 
@@ -271,7 +272,7 @@ def plot_runs(runs: dict[str, list[dict]], path: str, *, title: str = "",
                 label=f"{label} ({len(histories)} seeds)")
     ax.set_xlabel("updates")
     ax.set_ylabel("normalized score" if normalize else "evaluation return (mean of the episodes)")
-    ax.set_title(title)
+    ax.set_title("\n".join(textwrap.wrap(title, 64)), fontsize=10)  # long case names wrap
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
