@@ -11,6 +11,7 @@ algorithm joins the cross-cutting tests by its registry line alone.
 import gymnasium as gym
 import jax
 import numpy as np
+import pytest
 
 from rljax_offline import spaces as sp
 from rljax_offline.algorithms import registry
@@ -89,6 +90,20 @@ OFFLINE_ALGORITHM_CASES = [c for c in ALGORITHM_CASES if not c[1].trains_online]
 
 def case_ids(cases=None):
     return [c[0] for c in (ALGORITHM_CASES if cases is None else cases)]
+
+
+# The default run's representatives in the cross-cutting tests that compile several programs
+# per case: Discrete; Box with an actor, target copies and a Lagrangian weight; the sequence
+# model. Every other case is marked slow there, so the default run stays near 10 minutes and
+# CI, which runs the slow tests too, still checks every algorithm.
+DEFAULT_RUN_CASES = ("cql-discrete", "cql-box", "decision_transformer-box")
+
+
+def with_slow_marks(cases=None):
+    """`cases` (all of `ALGORITHM_CASES` by default) as pytest parameters, every case but
+    `DEFAULT_RUN_CASES` marked slow."""
+    return [c if c[0] in DEFAULT_RUN_CASES else pytest.param(c, marks=pytest.mark.slow)
+            for c in (ALGORITHM_CASES if cases is None else cases)]
 
 
 def random_columns(columns, obs_space, act_space, n, seed=0):

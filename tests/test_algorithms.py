@@ -7,7 +7,7 @@ import gymnasium as gym
 import jax
 import numpy as np
 import pytest
-from learner_testlib import OFFLINE_ALGORITHM_CASES, case_ids, max_diff
+from learner_testlib import OFFLINE_ALGORITHM_CASES, case_ids, max_diff, with_slow_marks
 
 from rljax_offline import Algorithm, BCConfig, ConfigError, MARWILConfig
 from rljax_offline.acting.env_runner import EnvRunner, record_expert
@@ -57,7 +57,8 @@ def test_bc_reaches_450_on_cartpole(cartpole_data):
     algo.stop()
 
 
-@pytest.mark.parametrize("case", OFFLINE_ALGORITHM_CASES, ids=case_ids(OFFLINE_ALGORITHM_CASES))
+@pytest.mark.parametrize("case", with_slow_marks(OFFLINE_ALGORITHM_CASES),
+                         ids=case_ids(OFFLINE_ALGORITHM_CASES))
 def test_resume_is_exact_for_every_algorithm(case, cartpole_data, pendulum_data, tmp_path):
     """Save after one iteration, restore with `Algorithm.from_checkpoint` (no config: the
     registry rebuilds the right algorithm), train on: bit-identical to an uninterrupted run,

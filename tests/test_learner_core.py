@@ -22,6 +22,7 @@ from learner_testlib import (
     random_columns,
     spec_for,
     to_float64,
+    with_slow_marks,
 )
 
 from rljax_offline.learning.data_parallel import DataParallel, prefetch_to_device, select_devices
@@ -33,6 +34,12 @@ TOL64 = 1e-9
 
 @pytest.fixture(params=ALGORITHM_CASES, ids=case_ids())
 def case(request):
+    return request.param
+
+
+@pytest.fixture(params=with_slow_marks(), ids=case_ids())
+def heavy_case(request):
+    """Every case, all but `DEFAULT_RUN_CASES` marked slow: each compiles several programs."""
     return request.param
 
 
@@ -52,7 +59,8 @@ def _run_steps(learning, mode, n_dev, batches, seed=0):
     return jax.device_get(state), jax.device_get(metrics)
 
 
-def test_modes_and_device_counts_agree(case):
+def test_modes_and_device_counts_agree(heavy_case):
+    case = heavy_case
     with jax.enable_x64(True):
         learning, data = _setup(case)
         rng = np.random.default_rng(1)
@@ -75,9 +83,10 @@ def test_modes_and_device_counts_agree(case):
             assert int(got.step) == 3
 
 
-def test_scan_on_eight_devices_equals_one(case):
+def test_scan_on_eight_devices_equals_one(heavy_case):
     """The data sharded on rows (250 rows: padded to 256 over 8 devices, the padding never
     drawn)."""
+    case = heavy_case
     with jax.enable_x64(True):
         learning, data = _setup(case, n_rows=250)
         out = {}

@@ -9,11 +9,13 @@ import numpy as np
 import pytest
 from learner_testlib import (
     ALGORITHM_CASES,
+    DEFAULT_RUN_CASES,
     case_ids,
     max_diff,
     random_columns,
     spec_for,
     to_float64,
+    with_slow_marks,
 )
 
 from rljax_offline.learning.data_parallel import DataParallel, select_devices
@@ -22,14 +24,9 @@ from rljax_offline.learning.seeds import init_seed_states, scan_over_seeds, seed
 
 TOL64 = 1e-9
 SEEDS = (0, 5)
-# in the default suite: one Discrete and one Box case; every other registered algorithm's case
-# is marked slow (each compiles four programs; CI runs the slow ones too)
-FAST = {ALGORITHM_CASES[0][0], "td3_bc-box"}
-CASES = [c if c[0] in FAST else pytest.param(c, marks=pytest.mark.slow)
-         for c in ALGORITHM_CASES]
 
 
-@pytest.fixture(params=CASES, ids=case_ids())
+@pytest.fixture(params=with_slow_marks(), ids=case_ids())
 def case(request):
     return request.param
 
@@ -40,8 +37,8 @@ def test_seeds_in_one_program_equal_separate_runs(case):
     data = random_columns(spec.data.columns, *spaces, 120, 0)
     with jax.enable_x64(True):
         # every algorithm on one device; over 8 devices (the seed axis inside each device's
-        # program) for the first case, which keeps the default suite fast
-        for n_dev in (1, 8) if case is ALGORITHM_CASES[0] else (1,):
+        # program) for the first of the default run's cases
+        for n_dev in (1, 8) if case[0] == DEFAULT_RUN_CASES[0] else (1,):
             dp = DataParallel(spec.learning, select_devices(n_dev), 32)
             on_device = dp.put_data(to_float64(data))
             first = init_seed_states(spec.learning, SEEDS)
