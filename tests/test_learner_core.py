@@ -37,12 +37,6 @@ def case(request):
     return request.param
 
 
-@pytest.fixture(params=with_slow_marks(), ids=case_ids())
-def heavy_case(request):
-    """Every case, all but `DEFAULT_RUN_CASES` marked slow: each compiles several programs."""
-    return request.param
-
-
 def _setup(case, n_rows=64, seed=0):
     _, config, spaces = case
     spec = spec_for(config, spaces)
@@ -59,8 +53,9 @@ def _run_steps(learning, mode, n_dev, batches, seed=0):
     return jax.device_get(state), jax.device_get(metrics)
 
 
-def test_modes_and_device_counts_agree(heavy_case):
-    case = heavy_case
+# these two compile several programs a case: all but `DEFAULT_RUN_CASES` marked slow
+@pytest.mark.parametrize("case", with_slow_marks(), ids=case_ids())
+def test_modes_and_device_counts_agree(case):
     with jax.enable_x64(True):
         learning, data = _setup(case)
         rng = np.random.default_rng(1)
@@ -83,10 +78,10 @@ def test_modes_and_device_counts_agree(heavy_case):
             assert int(got.step) == 3
 
 
-def test_scan_on_eight_devices_equals_one(heavy_case):
+@pytest.mark.parametrize("case", with_slow_marks(), ids=case_ids())
+def test_scan_on_eight_devices_equals_one(case):
     """The data sharded on rows (250 rows: padded to 256 over 8 devices, the padding never
     drawn)."""
-    case = heavy_case
     with jax.enable_x64(True):
         learning, data = _setup(case, n_rows=250)
         out = {}

@@ -125,7 +125,7 @@ class DataParallel:
         if self.multi_process and mode == "pmap":
             raise ValueError("update_mode='pmap' runs on one process; use 'shard_map'")
         self.local_devices = [d for d in devices if d.process_index == jax.process_index()]
-        self.batch_size, self.per_device = global_batch_size, global_batch_size // n
+        self.batch_size = global_batch_size
         self.local_batch_size = global_batch_size // self.process_count
         self.mesh = Mesh(np.asarray(devices), (AXIS,))
         self.replicated = NamedSharding(self.mesh, P())
