@@ -97,6 +97,7 @@ def case_ids(cases=None):
 # model. Every other case is marked slow there, so the default run stays near 10 minutes and
 # CI, which runs the slow tests too, still checks every algorithm.
 DEFAULT_RUN_CASES = ("cql-discrete", "cql-box", "decision_transformer-box")
+assert set(DEFAULT_RUN_CASES) <= set(case_ids()), "DEFAULT_RUN_CASES names no case"
 
 
 def with_slow_marks(cases=None):
