@@ -207,6 +207,17 @@ def transitions_npz(data: str) -> str:
     return out
 
 
+def check_d3rlpy_env(python: str, env_id: str) -> None:
+    """Exit at once, naming the fix, when d3rlpy's interpreter cannot make `env_id`: its
+    worker would fail only after loading the data (a venv with d3rlpy alone has no MuJoCo)."""
+    done = subprocess.run([python, "-c", f"import gymnasium; gymnasium.make({env_id!r}).close()"],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
+        fix = " (MuJoCo envs: pip install mujoco imageio there)" if "mujoco" in last.lower() else ""
+        raise SystemExit(f"d3rlpy's interpreter {python} cannot make {env_id}: {last}{fix}")
+
+
 def run_d3rlpy(python: str, data: str, env_id: str, algo: str, updates: int, seed: int, *,
                evals: int = 10, eval_episodes: int = 10, batch_size: int | None = None,
                threads: int = 1, overrides: dict | None = None, final_episodes: int = 0,

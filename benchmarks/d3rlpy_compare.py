@@ -31,6 +31,7 @@ d3rlpy is never our dependency: it runs in the interpreter given by `--d3rlpy-py
 `$D3RLPY_PYTHON`, or this one when it can import d3rlpy), through `_d3rlpy_worker.py`:
 
     python -m venv /tmp/d3 && /tmp/d3/bin/pip install d3rlpy==2.8.1
+    /tmp/d3/bin/pip install mujoco imageio     # the Hopper cases (checked before any run)
     python benchmarks/d3rlpy_compare.py --d3rlpy-python /tmp/d3/bin/python \\
         [--only iql-pendulum] [--seeds 0,1,2] [--updates 5000]
 
@@ -51,6 +52,7 @@ from typing import NamedTuple
 from _offline_runs import (
     CACHE,
     D3RLPY_BATCH,
+    check_d3rlpy_env,
     paired_difference,
     plot_runs,
     run_d3rlpy,
@@ -186,6 +188,13 @@ for _data in ("hopper-medium", "hopper-medium-replay"):
 MUJOCO_ENV_STEPS = 60_000  # the SAC run the Hopper sets are made from (when missing)
 
 
+def case_env_id(recipe: str) -> str:
+    """The env a recipe's episodes come from and its policies are evaluated in."""
+    if recipe in mujoco_datasets.RECIPES:
+        return mujoco_datasets.RECIPES[recipe].env_id
+    return RECIPES[recipe].env_id
+
+
 def recording(recipe: str, data_root: str) -> tuple[str, str]:
     """The folder of `recipe`'s episodes (recorded or made first when missing) and its env:
     a mixed set (`apps.recipes`) under the bench cache, a MuJoCo set under `data_root`."""
@@ -193,11 +202,11 @@ def recording(recipe: str, data_root: str) -> tuple[str, str]:
         path = os.path.join(data_root, recipe)
         if not os.path.isfile(os.path.join(path, mujoco_datasets.META_FILE)):
             make_dataset(recipe, path, env_steps=MUJOCO_ENV_STEPS, log=print)
-        return path, mujoco_datasets.RECIPES[recipe].env_id
+        return path, case_env_id(recipe)
     path = os.path.join(CACHE, recipe)
     if not os.path.isdir(path):
         record_mixed(recipe, path)
-    return path, RECIPES[recipe].env_id
+    return path, case_env_id(recipe)
 
 
 def for_data(ours, data: str):
@@ -329,13 +338,17 @@ def main():
     python = d3rlpy_python(args.d3rlpy_python)
     if python is None and args.sides in ("both", "d3rlpy"):
         sys.exit("d3rlpy is not importable here: pass --d3rlpy-python (see the docstring)")
+    names = args.only.split(",")
+    if args.sides in ("both", "d3rlpy"):
+        for env_id in sorted({case_env_id(CASES[name].recipe) for name in names}):
+            check_d3rlpy_env(python, env_id)
     seeds = [int(s) for s in args.seeds.split(",")]
     rows = [run_case(name, python, seeds, args.updates, args.evals, args.eval_episodes,
                      args.plots or None, args.runs, args.sides, args.reuse_ours,
                      [int(s) for s in args.d3rlpy_seeds.split(",")] if args.d3rlpy_seeds
                      else None, args.d3rlpy_threads, args.final_episodes, args.data_root,
                      args.d3rlpy_device)
-            for name in args.only.split(",")]
+            for name in names]
     rows = [r for r in rows if r is not None]
     print_tables(rows)
 

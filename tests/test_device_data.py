@@ -44,7 +44,8 @@ from rljax_offline.learning.init import init_state
 from rljax_offline.learning.update import AXIS
 
 TOL64 = 1e-9
-_, BC_CONFIG, BC_SPACES = ALGORITHM_CASES[0]
+# Plain behavior cloning on a Box: the data layer is the subject here, not the losses.
+_, BC_CONFIG, BC_SPACES = next(c for c in ALGORITHM_CASES if c[0] == "bc-box")
 
 
 def _bc(n_rows, seed=0):
