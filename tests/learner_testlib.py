@@ -92,6 +92,14 @@ def case_ids(cases=None):
     return [c[0] for c in (ALGORITHM_CASES if cases is None else cases)]
 
 
+def case_named(name):
+    """The case of `ALGORITHM_CASES` called `name` (a test that needs one algorithm, not all)."""
+    for case in ALGORITHM_CASES:
+        if case[0] == name:
+            return case
+    raise KeyError(f"no algorithm case named {name!r}; the cases are {case_ids()}")
+
+
 # The default run's representatives in the cross-cutting tests that compile several programs
 # per case: Discrete; Box with an actor, target copies and a Lagrangian weight; the sequence
 # model. Every other case is marked slow there, so the default run stays near 10 minutes and

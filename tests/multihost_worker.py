@@ -26,7 +26,7 @@ distributed.initialize(address, num, pid, initialization_timeout_s=60, heartbeat
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
-from learner_testlib import ALGORITHM_CASES, max_diff, random_columns, spec_for, to_float64  # noqa: E402
+from learner_testlib import case_named, max_diff, random_columns, spec_for, to_float64  # noqa: E402
 
 from rljax_offline.learning.data_parallel import (  # noqa: E402
     DataParallel,
@@ -81,6 +81,6 @@ def run(case):
 
 
 with jax.enable_x64(True):
-    result = {c[0]: run(c) for c in ALGORITHM_CASES if c[0] == "marwil-discrete"}
+    result = {"marwil-discrete": run(case_named("marwil-discrete"))}
 print(json.dumps({"process": jax.process_index(), "count": jax.process_count(),
                   "result": result}), flush=True)

@@ -22,9 +22,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jax.sharding import PartitionSpec as P
 from learner_testlib import (
-    ALGORITHM_CASES,
     BOX,
     CASE_TRAINING,
+    case_named,
     max_diff,
     random_columns,
     spec_for,
@@ -45,7 +45,7 @@ from rljax_offline.learning.update import AXIS
 
 TOL64 = 1e-9
 # Plain behavior cloning on a Box: the data layer is the subject here, not the losses.
-_, BC_CONFIG, BC_SPACES = next(c for c in ALGORITHM_CASES if c[0] == "bc-box")
+_, BC_CONFIG, BC_SPACES = case_named("bc-box")
 
 
 def _bc(n_rows, seed=0):
