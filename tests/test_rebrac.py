@@ -133,6 +133,29 @@ def test_critic_target_subtracts_the_bc_penalty_on_the_next_data_action():
     assert np.all(penalty[batch["next_actions_valid"] == 0] == 0) and penalty.max() > 0
 
 
+def test_losses_do_not_depend_on_the_action_units():
+    """The critics take the action in the unit box, as d3rlpy's do behind its
+    MinMaxActionScaler: on a `[-2, 2]` Box both losses and the TD targets are those of the
+    same data rescaled to a `[-1, 1]` Box, to float rounding."""
+    unit_space = gym.spaces.Box(-1, 1, (1,), np.float32)
+    batch = random_batch()
+    halved = {**batch, "actions": batch["actions"] / 2, "next_actions": batch["next_actions"] / 2}
+    rngs = jax.random.split(jax.random.PRNGKey(0), N)
+
+    def losses(space, data):
+        spec = spec_of(small(), OBS, space)
+        params = jax.device_get(init_state(spec.learning, 0).params)
+        return {loss.name: loss.fn(params, data, rngs, BatchAxis())
+                for loss in spec.learning.losses}
+
+    env_units, unit_box = losses(ACT, batch), losses(unit_space, halved)
+    for name in ("critic", "actor"):
+        np.testing.assert_allclose(env_units[name][0], unit_box[name][0], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(env_units["critic"][1]["td_target_mean"],
+                               unit_box["critic"][1]["td_target_mean"], rtol=1e-6, atol=1e-6)
+    assert not np.allclose(losses(ACT, halved)["critic"][0], env_units["critic"][0])
+
+
 @pytest.fixture(scope="module")
 def pendulum_expert(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("pendulum"))

@@ -3,14 +3,16 @@ Learning"): TD3+BC with the behavior penalty in both the actor and the critic, d
 with layer normalization, and larger batches.
 
 In the unit box (actions scaled to `[-1, 1]` by the Box bounds, as d3rlpy's
-`MinMaxActionScaler`), with `pi` the deterministic `tanh` actor and `a'_D` the data's action at
-the next step (`next_actions`):
+`MinMaxActionScaler`; the critics take their action input there too), with `pi` the
+deterministic `tanh` actor and `a'_D` the data's action at the next step (`next_actions`):
 
 * critic (`critic`): the ensemble regresses
   `y = r + gamma * (1 - terminated) * (min_k Q'_k(s', a~') - critic_beta * |a~' - a'_D|^2)`,
   `a~' = clip(pi'(s') + clip(sigma * eps, -c, c), -1, 1)` (TD3's target smoothing); the
   penalty is left out on an episode's last step, where the data has no next action (d3rlpy
-  uses a zero action there);
+  has no such row at a truncated episode's end, its episodes keeping no final observation,
+  and at a terminal one penalizes against a zero action inside the term `1 - terminated`
+  zeroes);
 * actor (`actor`), every `update_actor_interval`-th update:
   `-lambda * min_k Q_k(s, pi(s)) + actor_beta * |pi(s) - a|^2`, `lambda = 1 / mean|min_k Q_k(s,
   pi(s))|` over the global batch, held constant in the gradient;
