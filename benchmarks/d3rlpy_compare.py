@@ -202,10 +202,10 @@ def recording(recipe: str, data_root: str) -> tuple[str, str]:
         path = os.path.join(data_root, recipe)
         if not os.path.isfile(os.path.join(path, mujoco_datasets.META_FILE)):
             make_dataset(recipe, path, env_steps=MUJOCO_ENV_STEPS, log=print)
-        return path, case_env_id(recipe)
-    path = os.path.join(CACHE, recipe)
-    if not os.path.isdir(path):
-        record_mixed(recipe, path)
+    else:
+        path = os.path.join(CACHE, recipe)
+        if not os.path.isdir(path):
+            record_mixed(recipe, path)
     return path, case_env_id(recipe)
 
 

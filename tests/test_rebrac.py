@@ -14,6 +14,7 @@ from zoo_testlib import (
     assert_export_acts_as_the_algorithm,
     assert_one_line_config_error,
     box_refusals,
+    keys,
 )
 
 from rljax_offline import spaces as sp
@@ -121,8 +122,7 @@ def test_critic_target_subtracts_the_bc_penalty_on_the_next_data_action():
     params = jax.device_get(init_state(spec.learning, 0).params)
     batch = random_batch()
     critic = next(loss for loss in spec.learning.losses if loss.name == "critic")
-    _, metrics = critic.fn(params, batch, jax.random.split(jax.random.PRNGKey(0), N),
-                           BatchAxis())
+    _, metrics = critic.fn(params, batch, keys(), BatchAxis())
     policy = mlp_network(sp.to_spec(OBS), 1, config.model_config)
     q = ensemble(continuous_q_network(sp.to_spec(OBS), sp.to_spec(ACT), config.model_config), 2)
     unit = np.tanh(np.asarray(policy.apply(params["target_policy"], batch["new_obs"])))
@@ -140,12 +140,11 @@ def test_losses_do_not_depend_on_the_action_units():
     unit_space = gym.spaces.Box(-1, 1, (1,), np.float32)
     batch = random_batch()
     halved = {**batch, "actions": batch["actions"] / 2, "next_actions": batch["next_actions"] / 2}
-    rngs = jax.random.split(jax.random.PRNGKey(0), N)
 
     def losses(space, data):
         spec = spec_of(small(), OBS, space)
         params = jax.device_get(init_state(spec.learning, 0).params)
-        return {loss.name: loss.fn(params, data, rngs, BatchAxis())
+        return {loss.name: loss.fn(params, data, keys(), BatchAxis())
                 for loss in spec.learning.losses}
 
     env_units, unit_box = losses(ACT, batch), losses(unit_space, halved)
