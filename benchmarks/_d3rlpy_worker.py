@@ -16,6 +16,7 @@ only): it may run in another virtual environment.
 import argparse
 import json
 import math
+import sys
 import time
 
 import d3rlpy
@@ -24,6 +25,7 @@ import gymnasium as gym
 import numpy as np
 from _paired_eval import paired_returns, paired_returns_in_context
 
+PROGRESS = "[d3rlpy]"  # what starts each progress line on stderr
 ALGOS = {
     "DiscreteBC": d3rlpy.algos.DiscreteBCConfig,
     "BC": d3rlpy.algos.BCConfig,
@@ -120,6 +122,14 @@ def act_greedily(algo, dataset) -> None:
     impl.inner_predict_best_action = lambda x: impl.modules.policy(x).squashed_mu
 
 
+def progress(args, done: int, mean_return: float, seconds: float) -> None:
+    """One line on stderr after each evaluation (the driver shows the lines that start with
+    `PROGRESS`): a run takes minutes to hours, and its JSON comes only at its end."""
+    total = max(args.updates // args.evals, 1) * args.evals
+    print(f"{PROGRESS} {args.algo} seed {args.seed}: {done}/{total} updates, "
+          f"return {mean_return:.1f}, {seconds:.0f} s", file=sys.stderr, flush=True)
+
+
 def transformer_wrapper(algo, target_return: float):
     """d3rlpy's stateful acting wrapper, greedy (the comparison's evaluations are greedy;
     d3rlpy's default for Discrete actions samples)."""
@@ -153,6 +163,7 @@ def fit_transformer(algo, dataset, env, args, per_eval: int) -> None:
         step_s.append((time.perf_counter() - t) / per_eval)
         returns.append(float(np.mean(transformer_returns(
             args.env, algo, args.target_return, args.eval_episodes, base=1000 * (part + 1)))))
+        progress(args, per_eval * (part + 1), returns[-1], time.perf_counter() - t0)
     wall = time.perf_counter() - t0
     final = transformer_returns(args.env, algo, args.target_return, args.final_episodes)
     print(json.dumps({
@@ -229,12 +240,15 @@ def main():
     if args.algo in TRANSFORMERS:
         return fit_transformer(algo, dataset, env, args, per_eval)
     t0 = time.perf_counter()
-    history = algo.fit(
-        dataset, n_steps=per_eval * args.evals, n_steps_per_epoch=per_eval,
-        show_progress=False, save_interval=10**9, with_timestamp=False,
-        logger_adapter=d3rlpy.logging.NoopAdapterFactory(),
-        evaluators={"return": d3rlpy.metrics.EnvironmentEvaluator(
-            env, n_trials=args.eval_episodes)})
+    history = []
+    for epoch, metrics in algo.fitter(
+            dataset, n_steps=per_eval * args.evals, n_steps_per_epoch=per_eval,
+            show_progress=False, save_interval=10**9, with_timestamp=False,
+            logger_adapter=d3rlpy.logging.NoopAdapterFactory(),
+            evaluators={"return": d3rlpy.metrics.EnvironmentEvaluator(
+                env, n_trials=args.eval_episodes)}):
+        history.append((epoch, metrics))
+        progress(args, epoch * per_eval, float(metrics["return"]), time.perf_counter() - t0)
     wall = time.perf_counter() - t0
     final = paired_returns(args.env, algo.predict, args.final_episodes)
     step_s_per_part = [float(m["time_step"]) for _, m in history]

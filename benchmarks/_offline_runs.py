@@ -10,7 +10,8 @@ each part evaluates the greedy policy on `eval_episodes` episodes of the env. It
 
 `updates_per_s` is reduced the same way for both libraries from each part's mean time per
 update, evaluation excluded (ours: the learner's `learner_update_timer`; d3rlpy: its
-`time_step`), leaving the first part out (ours compiles in it). `level(history)` is what to
+`time_step`), leaving the first part out (ours compiles in it). Each evaluation prints one progress
+line on stderr (`[ours] ...`, `[d3rlpy] ...`): a run takes minutes to hours. `level(history)` is what to
 compare at the same number of updates: the mean of the last three evaluations (never the best
 single one, which is noise). `plot_runs` draws evaluations over updates, each seed a thin line
 and the mean over seeds thick, one colour per label.
@@ -37,9 +38,11 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import textwrap
 import time
+from collections import deque
 from collections.abc import Callable
 
 import numpy as np
@@ -150,6 +153,9 @@ def run_ours(data: str, env_id: str, config, updates: int, seed: int, *, evals: 
             result = algo.train()
             step_s.append(result["learners"]["__all_modules__"]["learner_update_timer"])
             returns.append(float(result["evaluation"]["env_runners"]["episode_return_mean"]))
+            print(f"[ours] {config.algo_name} seed {seed}: {per_part * len(returns)}/"
+                  f"{per_part * evals} updates, return {returns[-1]:.1f}, "
+                  f"{time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
         wall_s = time.perf_counter() - t0
         final = (_in_context(algo, env_id, final_episodes) if algo.is_stateful else
                  paired_returns(env_id, lambda obs: algo.compute_actions(obs, explore=False),
@@ -207,6 +213,23 @@ def transitions_npz(data: str) -> str:
     return out
 
 
+def _worker_output(cmd: list[str], env: dict) -> str:
+    """Runs d3rlpy's worker and returns its stdout; its progress lines (stderr lines that
+    start with `[d3rlpy]`) are shown as they come, the rest of its stderr only when it fails."""
+    with tempfile.TemporaryFile("w+") as stdout:
+        proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True, env=env)
+        tail: deque[str] = deque(maxlen=60)
+        for line in proc.stderr:
+            if line.startswith("[d3rlpy]"):
+                print(line, end="", file=sys.stderr, flush=True)
+            else:
+                tail.append(line)
+        if proc.wait() != 0:
+            raise RuntimeError(f"d3rlpy worker failed ({' '.join(cmd)}):\n{''.join(tail)}")
+        stdout.seek(0)
+        return stdout.read()
+
+
 def check_d3rlpy_env(python: str, env_id: str) -> None:
     """Exit at once, naming the fix, when d3rlpy's interpreter cannot make `env_id`: its
     worker would fail only after loading the data (a venv with d3rlpy alone has no MuJoCo)."""
@@ -246,10 +269,7 @@ def run_d3rlpy(python: str, data: str, env_id: str, algo: str, updates: int, see
     env = dict(os.environ)
     if threads:
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if done.returncode != 0:
-        raise RuntimeError(f"d3rlpy worker failed ({' '.join(cmd)}):\n{done.stderr[-3000:]}")
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = json.loads(_worker_output(cmd, env).strip().splitlines()[-1])
     per_part = out["updates"] // evals
     return {"library": out["library"], "algo": algo, "seed": seed,
             "batch_size": out["batch_size"],
