@@ -10,11 +10,11 @@ each part evaluates the greedy policy on `eval_episodes` episodes of the env. It
 
 `updates_per_s` is reduced the same way for both libraries from each part's mean time per
 update, evaluation excluded (ours: the learner's `learner_update_timer`; d3rlpy: its
-`time_step`), leaving the first part out (ours compiles in it). Each evaluation prints one progress
-line on stderr (`[ours] ...`, `[d3rlpy] ...`): a run takes minutes to hours. `level(history)` is what to
-compare at the same number of updates: the mean of the last three evaluations (never the best
-single one, which is noise). `plot_runs` draws evaluations over updates, each seed a thin line
-and the mean over seeds thick, one colour per label.
+`time_step`), leaving the first part out (ours compiles in it). Each evaluation prints one
+progress line on stderr (`[ours] ...`, `[d3rlpy] ...`): a run takes minutes to hours.
+`level(history)` is what to compare at the same number of updates: the mean of the last three
+evaluations (never the best single one, which is noise). `plot_runs` draws evaluations over
+updates, each seed a thin line and the mean over seeds thick, one colour per label.
 
 d3rlpy runs at its defaults in its own interpreter (`_d3rlpy_worker.py`; never our
 dependency): Box actions scaled to the env's bounds with `MinMaxActionScaler`, TD3+BC with its
