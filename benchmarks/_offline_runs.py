@@ -53,6 +53,7 @@ from rljax_offline.data import read_episodes
 from rljax_offline.ope.data import raw_columns
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_d3rlpy_worker.py")
+CORL_WORKER = os.path.join(os.path.dirname(WORKER), "_corl_edac_worker.py")
 CACHE = os.path.join(tempfile.gettempdir(), "rljax_offline_bench")
 # d3rlpy 2.8's default batch sizes: ours runs with the same, so an update is the same work.
 D3RLPY_BATCH = {"DiscreteBC": 100, "BC": 100, "DiscreteCQL": 32, "CQL": 256, "IQL": 256,
@@ -196,9 +197,11 @@ def _in_context(algo, env_id: str, episodes: int) -> list[float]:
 def transitions_npz(data: str) -> str:
     """The episodes under `data` as d3rlpy's `MDPDataset` arrays, cached by path (each
     episode's last observation, which has no action, is left out; its end is a terminal or a
-    timeout as the episode says)."""
+    timeout as the episode says), and each row's `next_observations` (CORL's EDAC reads
+    D4RL's `qlearning_dataset` names: the same rows, with their true next observations)."""
     key = hashlib.sha1(os.path.abspath(data).encode()).hexdigest()[:12]
-    out = os.path.join(CACHE, f"{os.path.basename(os.path.normpath(data))}-{key}.npz")
+    name = f"{os.path.basename(os.path.normpath(data))}-{key}-next.npz"
+    out = os.path.join(CACHE, name)
     if os.path.exists(out):
         return out
     cols, lengths = raw_columns(read_episodes(data))  # OPE's columns: the same rows
@@ -208,24 +211,26 @@ def transitions_npz(data: str) -> str:
     os.makedirs(CACHE, exist_ok=True)
     tmp = out + f".{os.getpid()}.npz"
     np.savez(tmp, observations=np.asarray(cols["obs"], np.float32), actions=cols["actions"],
-             rewards=cols["rewards"], terminals=term, timeouts=last * (1.0 - term))
+             rewards=cols["rewards"], terminals=term, timeouts=last * (1.0 - term),
+             next_observations=np.asarray(cols["new_obs"], np.float32))
     os.replace(tmp, out)
     return out
 
 
-def _worker_output(cmd: list[str], env: dict) -> str:
-    """Runs d3rlpy's worker and returns its stdout; its progress lines (stderr lines that
-    start with `[d3rlpy]`) are shown as they come, the rest of its stderr only when it fails."""
+def _worker_output(cmd: list[str], env: dict, tag: str = "[d3rlpy]") -> str:
+    """Runs a reference library's worker and returns its stdout; its progress lines (stderr
+    lines that start with `tag`) are shown as they come, the rest of its stderr only when it
+    fails."""
     with tempfile.TemporaryFile("w+") as stdout:
         proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True, env=env)
         tail: deque[str] = deque(maxlen=60)
         for line in proc.stderr:
-            if line.startswith("[d3rlpy]"):
+            if line.startswith(tag):
                 print(line, end="", file=sys.stderr, flush=True)
             else:
                 tail.append(line)
         if proc.wait() != 0:
-            raise RuntimeError(f"d3rlpy worker failed ({' '.join(cmd)}):\n{''.join(tail)}")
+            raise RuntimeError(f"worker failed ({' '.join(cmd)}):\n{''.join(tail)}")
         stdout.seek(0)
         return stdout.read()
 
@@ -311,3 +316,33 @@ def plot_runs(runs: dict[str, list[dict]], path: str, *, title: str = "",
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+# ---------------------------------------------------------------------------- CORL
+
+
+def run_corl_edac(python: str, corl_file: str, data: str, env_id: str, updates: int,
+                  seed: int, *, evals: int = 10, eval_episodes: int = 10,
+                  settings: dict | None = None, final_episodes: int = 0,
+                  threads: int = 1) -> dict:
+    """CORL's EDAC (`corl_file`: its `algorithms/offline/edac.py`, run unchanged by
+    `_corl_edac_worker.py` in the interpreter `python`, which has PyTorch) on the same rows as
+    ours, evaluated as `run_d3rlpy`'s runs are. `settings`: its `TrainConfig` fields away
+    from CORL's defaults (e.g. `{"num_critics": 50}`, its hopper-medium-v2 file)."""
+    cmd = [python, CORL_WORKER, "--corl-file", corl_file, "--data", transitions_npz(data),
+           "--env", env_id, "--updates", str(updates), "--evals", str(evals),
+           "--eval-episodes", str(eval_episodes), "--seed", str(seed),
+           "--final-episodes", str(final_episodes)]
+    for name, value in (settings or {}).items():
+        cmd += ["--set", f"{name}={json.dumps(value)}"]
+    env = dict(os.environ)
+    if threads:
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
+    out = json.loads(_worker_output(cmd, env, tag="[corl]").strip().splitlines()[-1])
+    per_part = out["updates"] // evals
+    return {"library": out["library"], "algo": "EDAC", "seed": seed,
+            "batch_size": out["batch_size"], "settings": out["settings"],
+            "updates": [per_part * (i + 1) for i in range(evals)], "returns": out["returns"],
+            "step_s_per_part": out["step_s_per_part"],
+            "updates_per_s": updates_per_s(out["step_s_per_part"]), "wall_s": out["wall_s"],
+            **({"final_returns": out["final_returns"]} if out.get("final_returns") else {})}
