@@ -1,0 +1,66 @@
+"""The parity harness's shared parts (benchmarks/_offline_runs.py, edac_vs_ensembles.py): the
+rows both reference libraries train on, and the command line refusing what it cannot run.
+Their runs take minutes to hours and need other interpreters; these checks take seconds."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from rljax_offline import Episode
+from rljax_offline.data import write_episodes
+
+BENCH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+import _offline_runs  # noqa: E402
+
+
+def box_episodes(lengths=(5, 3, 7), seed=0):
+    rng = np.random.default_rng(seed)
+    return [Episode(observations=rng.normal(size=(T + 1, 3)).astype(np.float32),
+                    actions=rng.uniform(-2, 2, size=(T, 1)).astype(np.float32),
+                    rewards=rng.normal(size=T), terminated=i % 2 == 0,
+                    truncated=i % 2 == 1)
+            for i, T in enumerate(lengths)]
+
+
+def test_transitions_hold_each_rows_true_next_observation(tmp_path, monkeypatch):
+    """d3rlpy's arrays and CORL's `next_observations` come from the same rows: row t of an
+    episode has its observation t, action t and observation t + 1 (the last one included,
+    though d3rlpy's `MDPDataset` has no place for it), and its end is a terminal or a
+    timeout as the episode says."""
+    monkeypatch.setattr(_offline_runs, "CACHE", str(tmp_path / "cache"))
+    episodes = box_episodes()
+    write_episodes(episodes, str(tmp_path / "data"))
+    arrays = np.load(_offline_runs.transitions_npz(str(tmp_path / "data")))
+    starts = np.cumsum([0, *map(len, episodes)])
+    assert len(arrays["observations"]) == starts[-1]
+    # rows come in the order the reader returns the episodes: match each by its first row
+    for ep in episodes:
+        (at,) = [s for s in starts[:-1]
+                 if np.array_equal(arrays["observations"][s], ep.observations[0])]
+        rows = slice(at, at + len(ep))
+        np.testing.assert_array_equal(arrays["observations"][rows], ep.observations[:-1])
+        np.testing.assert_array_equal(arrays["next_observations"][rows], ep.observations[1:])
+        np.testing.assert_array_equal(arrays["actions"][rows], ep.actions)
+        np.testing.assert_allclose(arrays["rewards"][rows], ep.rewards, rtol=1e-6)
+        ends = np.zeros(len(ep))
+        ends[-1] = 1.0
+        np.testing.assert_array_equal(arrays["terminals"][rows], ends * ep.is_terminated)
+        np.testing.assert_array_equal(arrays["timeouts"][rows], ends * ep.is_truncated)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--only", "edac,sac-9"], "unknown ['sac-9']"),
+    (["--only", "corl-edac"], "corl-edac needs --corl-file"),
+    (["--data", "somewhere"], "--data needs --env"),
+])
+def test_edac_benchmark_refuses_what_it_cannot_run(argv, message):
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent)}  # as the README runs it
+    done = subprocess.run([sys.executable, str(BENCH / "edac_vs_ensembles.py"), *argv],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
