@@ -182,6 +182,9 @@ HOPPER_ZOO["dt"] = CASES["dt-pendulum"]._replace(ours=DecisionTransformerConfig(
 # CRR with d3rlpy's actor (a Gaussian around tanh(mean), its log-std a network output).
 HOPPER_ZOO["crr-tanh-mean"] = CASES["crr-pendulum"]._replace(
     ours=CRRConfig().training(actor_tanh_mean=True))
+# AWAC with d3rlpy's TD target (a' from the squashed Gaussian, minus its log-density).
+HOPPER_ZOO["awac-d3rlpy-target"] = CASES["awac-pendulum"]._replace(
+    ours=AWACConfig().training(d3rlpy_target=True))
 for _data in ("hopper-medium", "hopper-medium-replay"):
     for _short, _case in HOPPER_ZOO.items():
         CASES[f"{_short}-{_data}"] = _case._replace(recipe=_data)

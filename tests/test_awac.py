@@ -15,6 +15,8 @@ from zoo_testlib import (
     assert_export_acts_as_the_algorithm,
     assert_one_line_config_error,
     box_refusals,
+    keys,
+    random_batch,
 )
 from zoo_testlib import pendulum_config as zoo_pendulum_config
 
@@ -88,6 +90,32 @@ def test_actor_loss_is_the_weighted_log_likelihood_of_the_data_actions():
     adv = np.asarray(metrics["advantage_mean"])
     np.testing.assert_allclose(weights, N * np.exp(adv - adv.max()) / np.exp(
         adv - adv.max()).sum(), rtol=1e-4)
+
+
+def test_d3rlpy_target_subtracts_the_squashed_draws_log_density():
+    """`d3rlpy_target=True` (the swap for d3rlpy's AWAC target): with the actor's std at its
+    floor e^-6 both targets draw a' = tanh(mean(s')) to within the std, so they differ by
+    -gamma * (1 - d) times the squashed Gaussian's log-density of the draw, in the unit box:
+    -z^2 / 2 - log std - log(2 pi) / 2 - log(1 - tanh(mean)^2) a dimension, z ~ N(0, 1) the
+    draw's noise. What is left after the rest is z^2 / 2: never negative, mean 1/2."""
+    config = AWACConfig().rl_module(model_config={"fcnet_hiddens": [16]})
+    batch = random_batch()
+    targets = []
+    for d3rlpy_target in (False, True):
+        spec = spec_of(config.training(d3rlpy_target=d3rlpy_target), OBS, ACT)
+        params = jax.device_get(init_state(spec.learning, 0).params)
+        params["policy"]["log_std"] = params["policy"]["log_std"] - 50.0  # log-std -6
+        critic = next(loss for loss in spec.learning.losses if loss.name == "critic")
+        _, metrics = critic.fn(params, batch, keys(), BatchAxis())
+        targets.append(np.asarray(metrics["td_target_mean"], np.float64))
+    mean = np.asarray(spec.acting.act(params, batch["new_obs"]))[:, 0].astype(np.float64)
+    logp = 6.0 - 0.5 * np.log(2 * np.pi) - np.log(1.0 - np.tanh(mean) ** 2 + 1e-6)
+    live = ~batch["terminateds"]
+    np.testing.assert_array_equal(targets[1][~live], targets[0][~live])  # no next state
+    half_z2 = (targets[1] - targets[0])[live] / 0.99 + logp[live]
+    assert half_z2.min() > -0.01 and logp.min() > 4.0  # the term is there to see
+    # z^2 / 2 has std 1 / sqrt(2): the mean of the 50-odd rows is 1/2 to within 4 errors
+    assert abs(half_z2.mean() - 0.5) < 4 * 0.71 / np.sqrt(live.sum())
 
 
 def pendulum_config(data, updates, **training):

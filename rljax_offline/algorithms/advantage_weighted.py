@@ -33,7 +33,7 @@ from rljax_offline.algorithms.bcq import unit_to_dist_inputs
 from rljax_offline.algorithms.cql import repeat_rows, sample_per_example, split_keys
 from rljax_offline.learning.spec import ActingSpec, AlgorithmSpec, LearningSpec
 from rljax_offline.models.actor_and_q import actor
-from rljax_offline.models.distributions import action_scaler, deterministic
+from rljax_offline.models.distributions import Distribution, action_scaler, deterministic
 from rljax_offline.models.networks import Network, continuous_q_network, ensemble
 from rljax_offline.models.policy import Policy
 
@@ -101,7 +101,8 @@ def advantage_weighted_spec(config, obs_spec, act_spec, *, over_critics: Callabl
                             reduce: Callable, weight: Callable, target_policy: bool,
                             tau: float, target_update_period: int = 1,
                             critic_weighted: bool = False,
-                            policy: Policy | None = None) -> AlgorithmSpec:
+                            policy: Policy | None = None,
+                            soft_target: Distribution | None = None) -> AlgorithmSpec:
     """The spec of the learner above for `config` (its `gamma`, `n_critics`,
     `n_action_samples`, `model_config`, `actor_lr`, `critic_lr`, `grad_clip`; the spaces
     already checked): a tanh-squashed Gaussian actor (or `policy`), acting with it greedily
@@ -119,6 +120,9 @@ def advantage_weighted_spec(config, obs_spec, act_spec, *, over_critics: Callabl
       target_update_period: updates between target updates.
       critic_weighted: act by `critic_weighted_acting` with `n_action_samples` draws.
       policy: the actor (default: the tanh-squashed Gaussian of `model_config`).
+      soft_target: d3rlpy's AWAC target, a diagnosis: `a'` drawn from this distribution of
+        the actor's outputs and `y = r + gamma * (1 - d) * (min_k Q'_k(s', a') - log
+        pi(a'|s'))`, SAC's target at a temperature fixed at 1 (None: no entropy term).
     """
     if policy is None:
         policy = actor(obs_spec, act_spec, config.model_config)
@@ -131,8 +135,13 @@ def advantage_weighted_spec(config, obs_spec, act_spec, *, over_critics: Callabl
         k1, k2 = jax.random.split(rng)
         return {"policy": policy.init(k1), "q": q.init(k2)}
 
+    next_actor = policy if soft_target is None else policy._replace(dist=soft_target)
+
     def critic_loss(params, batch, rng, axis):
-        next_q, _ = sampled_next_q(policy, q, params, batch["new_obs"], rng, next_policy)
+        next_q, next_logp = sampled_next_q(next_actor, q, params, batch["new_obs"], rng,
+                                           next_policy)
+        if soft_target is not None:
+            next_q = next_q - next_logp
         return td_regression(q, params, batch, td_target(batch, next_q, gamma))
 
     def actor_loss(params, batch, rng, axis):

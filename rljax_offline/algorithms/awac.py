@@ -21,7 +21,8 @@ so the checkpoint starts SAC's online fine-tuning (`SACConfig.training(init_from
 mixed Pendulum at 20,000 updates that actor's final policies scored 78 below d3rlpy's, d3rlpy's
 actor level with them (docs/benchmarks/zoo-parity-20k.md). One difference from d3rlpy's code:
 the TD target has no entropy term (the paper's; d3rlpy's AWAC inherits SAC's target with
-its temperature fixed at 1). The data's actions are clipped just inside the bounds (where a
+its temperature fixed at 1, drawing `a'` from the tanh-squashed Gaussian of the actor's
+outputs: `d3rlpy_target=True` trains with that target, a diagnosis). The data's actions are clipped just inside the bounds (where a
 squashed Gaussian has a density). Box actions with finite bounds only; no recurrent form.
 The learner is `advantage_weighted`'s, shared with CRR: this module chooses its weights.
 """
@@ -44,6 +45,7 @@ from rljax_offline.algorithms.options import (
 from rljax_offline.learning.losses import batch_softmax_weights
 from rljax_offline.learning.spec import AlgorithmSpec
 from rljax_offline.models.actor_and_q import tanh_mean_actor
+from rljax_offline.models.distributions import squashed_gaussian
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +79,10 @@ class AWACConfig(ActorCriticBaseConfig):
                                    "d3rlpy's actor: a Gaussian around tanh(mean) in the unit box "
                                    "with a state-independent std in [e^-6, 1]; False: the "
                                    "tanh-squashed Gaussian SAC fine-tunes from")
+    d3rlpy_target: bool = option(False, "training", boolean,
+                                 "d3rlpy's TD target, a diagnosis: a' = tanh(mean + std * "
+                                 "noise) and minus its log-density (SAC's target at "
+                                 "temperature 1)")
 
     def check_spaces(self, obs_spec, act_spec) -> None:
         check_squashed_box(self, act_spec)
@@ -94,4 +100,6 @@ class AWACConfig(ActorCriticBaseConfig):
                                        tau=self.tau, policy=tanh_mean_actor(
                                            obs_spec, act_spec, self.model_config,
                                            log_std_min=-6.0, log_std_max=0.0)
-                                       if self.actor_tanh_mean else None)
+                                       if self.actor_tanh_mean else None,
+                                       soft_target=squashed_gaussian(act_spec)
+                                       if self.d3rlpy_target else None)
