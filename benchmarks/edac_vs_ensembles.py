@@ -2,9 +2,9 @@
 has EDAC; CORL's reference is a PyTorch single file whose D4RL / MuJoCo-py dependencies do not
 install here, so `_corl_edac_worker.py` runs its classes unchanged on our rows).
 
-Four runs a seed, each our algorithm at its defaults (CORL's for EDAC, d3rlpy's for CQL), batch
-256, the same transitions, evaluations and paired final evaluation on shared start states
-(`_offline_runs.run_ours`, as `d3rlpy_compare.py`):
+One run a variant and seed, each our algorithm at its defaults (CORL's for EDAC, d3rlpy's for
+CQL), batch 256, the same transitions, evaluations and paired final evaluation on shared start
+states (`_offline_runs.run_ours`, as `d3rlpy_compare.py`):
 
 * `edac`: 10 critics, `eta=1` (the gradient-diversity term);
 * `sac-n`: the same 10 critics, `eta=0` (An et al.'s SAC-N: the ensemble's minimum alone);
@@ -21,7 +21,8 @@ Printed: each run's level (mean of the last three evaluations), the mean over se
 and the paired final difference of EDAC against each other run; a PNG of the evaluations.
 
     PYTHONPATH=. python benchmarks/edac_vs_ensembles.py [--seeds 0,1,2] [--updates 20000] \
-        [--recipe pendulum-mixed | hopper-medium | --data DIR --env ENV] [--runs DIR] [--only edac,sac-n,sac-2,cql]
+        [--recipe pendulum-mixed | hopper-medium | --data DIR --env ENV] [--runs DIR]
+        [--only edac,sac-n,sac-2,cql,corl-edac]
         [--corl-file CORL/algorithms/offline/edac.py --corl-python PYTHON] [--num-critics N]
 """
 

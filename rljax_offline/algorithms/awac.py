@@ -12,19 +12,20 @@ off-policy Q function (online fine-tuning continues the same way).
 * the target Q networks follow with Polyak weight `tau` every update.
 
 Defaults are d3rlpy 2.8's `AWACConfig` under its names (RLlib has no AWAC): `lam=1.0`,
-`n_action_samples=1`, `n_critics=2`, learning rates 3e-4, batch 1024, `gamma=0.99`, `tau=0.005`,
-256-256 ReLU networks from PyTorch's `nn.Linear` draw (d3rlpy's), and d3rlpy's actor
-(`actor_tanh_mean=True`): a Gaussian around a tanh mean in the unit box with a
+`n_action_samples=1`, `n_critics=2`, learning rates 3e-4, batch 1024, `gamma=0.99`,
+`tau=0.005`, 256-256 ReLU networks from PyTorch's `nn.Linear` draw (d3rlpy's), and d3rlpy's
+actor (`actor_tanh_mean=True`): a Gaussian around a tanh mean in the unit box with a
 state-independent log-std in [-6, 0] (`models.actor_and_q.tanh_mean_actor`). With
-`actor_tanh_mean=False` the actor is the tanh-squashed Gaussian that CQL, IQL and SAC share,
-so the checkpoint starts SAC's online fine-tuning (`SACConfig.training(init_from=...)`); on
-mixed Pendulum at 20,000 updates that actor's final policies scored 78 below d3rlpy's, d3rlpy's
-actor level with them (docs/benchmarks/zoo-parity-20k.md). One difference from d3rlpy's code:
-the TD target has no entropy term (the paper's; d3rlpy's AWAC inherits SAC's target with
-its temperature fixed at 1, drawing `a'` from the tanh-squashed Gaussian of the actor's
-outputs: `d3rlpy_target=True` trains with that target, a diagnosis). The data's actions are clipped just inside the bounds (where a
-squashed Gaussian has a density). Box actions with finite bounds only; no recurrent form.
-The learner is `advantage_weighted`'s, shared with CRR: this module chooses its weights.
+`actor_tanh_mean=False` the actor is the tanh-squashed Gaussian that CQL, IQL and SAC share, so
+the checkpoint starts SAC's online fine-tuning (`SACConfig.training(init_from=...)`); on mixed
+Pendulum at 20,000 updates that actor's final policies scored 78 below d3rlpy's, d3rlpy's actor
+level with them (docs/benchmarks/zoo-parity-20k.md). One difference from d3rlpy's code: the TD
+target has no entropy term (the paper's; d3rlpy's AWAC inherits SAC's target with its
+temperature fixed at 1, drawing `a'` from the tanh-squashed Gaussian of the actor's outputs:
+`d3rlpy_target=True` trains with that target, a diagnosis). The data's actions are clipped just
+inside the bounds (where a squashed Gaussian has a density). Box actions with finite bounds
+only; no recurrent form. The learner is `advantage_weighted`'s, shared with CRR: this module
+chooses its weights.
 """
 
 from __future__ import annotations
