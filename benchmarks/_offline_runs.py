@@ -217,10 +217,13 @@ def transitions_npz(data: str) -> str:
     return out
 
 
-def _worker_output(cmd: list[str], env: dict, tag: str = "[d3rlpy]") -> str:
-    """Runs a reference library's worker and returns its stdout; its progress lines (stderr
-    lines that start with `tag`) are shown as they come, the rest of its stderr only when it
-    fails."""
+def _run_worker(cmd: list[str], threads: int, tag: str) -> dict:
+    """Runs a reference library's worker with `threads` torch threads (0: torch's default)
+    and returns the JSON of its last stdout line; its progress lines (stderr lines that start
+    with `tag`) are shown as they come, the rest of its stderr only when it fails."""
+    env = dict(os.environ)
+    if threads:
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
     with tempfile.TemporaryFile("w+") as stdout:
         proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True, env=env)
         tail: deque[str] = deque(maxlen=60)
@@ -232,7 +235,18 @@ def _worker_output(cmd: list[str], env: dict, tag: str = "[d3rlpy]") -> str:
         if proc.wait() != 0:
             raise RuntimeError(f"worker failed ({' '.join(cmd)}):\n{''.join(tail)}")
         stdout.seek(0)
-        return stdout.read()
+        return json.loads(stdout.read().strip().splitlines()[-1])
+
+
+def _worker_history(out: dict, algo: str, seed: int, evals: int) -> dict:
+    """A worker's JSON as a run's history, reduced as ours (`updates_per_s`)."""
+    per_part = out["updates"] // evals
+    return {"library": out["library"], "algo": algo, "seed": seed,
+            "batch_size": out["batch_size"],
+            "updates": [per_part * (i + 1) for i in range(evals)], "returns": out["returns"],
+            "step_s_per_part": out["step_s_per_part"],
+            "updates_per_s": updates_per_s(out["step_s_per_part"]), "wall_s": out["wall_s"],
+            **({"final_returns": out["final_returns"]} if out.get("final_returns") else {})}
 
 
 def check_d3rlpy_env(python: str, env_id: str) -> None:
@@ -271,18 +285,9 @@ def run_d3rlpy(python: str, data: str, env_id: str, algo: str, updates: int, see
         cmd += ["--greedy"]
     for name, value in (overrides or {}).items():
         cmd += ["--set", f"{name}={json.dumps(value)}"]
-    env = dict(os.environ)
-    if threads:
-        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
-    out = json.loads(_worker_output(cmd, env).strip().splitlines()[-1])
-    per_part = out["updates"] // evals
-    return {"library": out["library"], "algo": algo, "seed": seed,
-            "batch_size": out["batch_size"],
-            "updates": [per_part * (i + 1) for i in range(evals)], "returns": out["returns"],
-            "step_s_per_part": out["step_s_per_part"],
-            "updates_per_s": updates_per_s(out["step_s_per_part"]), "wall_s": out["wall_s"],
-            "overrides": overrides or {}, "greedy": greedy, "device": device,
-            **({"final_returns": out["final_returns"]} if out.get("final_returns") else {})}
+    out = _run_worker(cmd, threads, "[d3rlpy]")
+    return {**_worker_history(out, algo, seed, evals),
+            "overrides": overrides or {}, "greedy": greedy, "device": device}
 
 
 # ---------------------------------------------------------------------------- plots
@@ -335,14 +340,5 @@ def run_corl_edac(python: str, corl_file: str, data: str, env_id: str, updates: 
            "--final-episodes", str(final_episodes)]
     for name, value in (settings or {}).items():
         cmd += ["--set", f"{name}={json.dumps(value)}"]
-    env = dict(os.environ)
-    if threads:
-        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
-    out = json.loads(_worker_output(cmd, env, tag="[corl]").strip().splitlines()[-1])
-    per_part = out["updates"] // evals
-    return {"library": out["library"], "algo": "EDAC", "seed": seed,
-            "batch_size": out["batch_size"], "settings": out["settings"],
-            "updates": [per_part * (i + 1) for i in range(evals)], "returns": out["returns"],
-            "step_s_per_part": out["step_s_per_part"],
-            "updates_per_s": updates_per_s(out["step_s_per_part"]), "wall_s": out["wall_s"],
-            **({"final_returns": out["final_returns"]} if out.get("final_returns") else {})}
+    out = _run_worker(cmd, threads, "[corl]")
+    return {**_worker_history(out, "EDAC", seed, evals), "settings": out["settings"]}
