@@ -26,7 +26,7 @@ import types
 import gymnasium
 import numpy as np
 import torch
-from _paired_eval import paired_returns
+from _paired_eval import paired_returns, parse_settings, print_progress
 
 PROGRESS = "[corl]"  # what starts each progress line on stderr
 
@@ -98,10 +98,7 @@ def main():
                          "its hopper-medium-v2 setting)")
     args = ap.parse_args()
     corl = load_corl(args.corl_file)
-    settings = {"device": "cpu"}
-    for item in args.set:
-        name, _, value = item.partition("=")
-        settings[name] = json.loads(value)
+    settings = {"device": "cpu", **parse_settings(args.set)}
     settings.setdefault("max_action", symmetric_bound(args.env))
     config = corl.TrainConfig(**settings)
     corl.set_seed(args.seed)
@@ -125,9 +122,8 @@ def main():
         returns.append(float(np.mean(paired_returns(
             args.env, act, args.eval_episodes, base=1000 * (part + 1)))))
         actor.train()
-        print(f"{PROGRESS} EDAC seed {args.seed}: {per_part * (part + 1)}/"
-              f"{per_part * args.evals} updates, return {returns[-1]:.1f}, "
-              f"{time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+        print_progress(PROGRESS, "EDAC", args.seed, per_part * (part + 1),
+                       per_part * args.evals, returns[-1], time.perf_counter() - t0)
     wall = time.perf_counter() - t0
     actor.eval()
     final = paired_returns(args.env, act, args.final_episodes)

@@ -16,14 +16,14 @@ only): it may run in another virtual environment.
 import argparse
 import json
 import math
-import sys
 import time
 
 import d3rlpy
 import torch
 import gymnasium as gym
 import numpy as np
-from _paired_eval import paired_returns, paired_returns_in_context
+from _paired_eval import (paired_returns, paired_returns_in_context, parse_settings,
+                          print_progress)
 
 PROGRESS = "[d3rlpy]"  # what starts each progress line on stderr
 ALGOS = {
@@ -123,11 +123,9 @@ def act_greedily(algo, dataset) -> None:
 
 
 def progress(args, done: int, mean_return: float, seconds: float) -> None:
-    """One line on stderr after each evaluation (the driver shows the lines that start with
-    `PROGRESS`): a run takes minutes to hours, and its JSON comes only at its end."""
+    """The progress line after each evaluation, out of the run's whole count of updates."""
     total = max(args.updates // args.evals, 1) * args.evals
-    print(f"{PROGRESS} {args.algo} seed {args.seed}: {done}/{total} updates, "
-          f"return {mean_return:.1f}, {seconds:.0f} s", file=sys.stderr, flush=True)
+    print_progress(PROGRESS, args.algo, args.seed, done, total, mean_return, seconds)
 
 
 def transformer_wrapper(algo, target_return: float):
@@ -217,9 +215,7 @@ def main():
     if args.algo in ENCODERS:
         for side in ("actor_encoder_factory", "critic_encoder_factory"):
             kwargs[side] = d3rlpy.models.VectorEncoderFactory(**ENCODERS[args.algo])
-    for item in args.set:
-        name, _, value = item.partition("=")
-        kwargs[name] = json.loads(value)
+    kwargs.update(parse_settings(args.set))
     aligned = kwargs.pop("aligned_windows", False)
     kwargs.update(config_objects(kwargs))
     config = ALGOS[args.algo](**kwargs)

@@ -47,7 +47,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from _paired_eval import paired_returns, paired_returns_in_context
+from _paired_eval import paired_returns, paired_returns_in_context, print_progress
 
 from rljax_offline.data import read_episodes
 from rljax_offline.ope.data import raw_columns
@@ -154,9 +154,8 @@ def run_ours(data: str, env_id: str, config, updates: int, seed: int, *, evals: 
             result = algo.train()
             step_s.append(result["learners"]["__all_modules__"]["learner_update_timer"])
             returns.append(float(result["evaluation"]["env_runners"]["episode_return_mean"]))
-            print(f"[ours] {config.algo_name} seed {seed}: {per_part * len(returns)}/"
-                  f"{per_part * evals} updates, return {returns[-1]:.1f}, "
-                  f"{time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+            print_progress("[ours]", config.algo_name, seed, per_part * len(returns),
+                           per_part * evals, returns[-1], time.perf_counter() - t0)
         wall_s = time.perf_counter() - t0
         final = (_in_context(algo, env_id, final_episodes) if algo.is_stateful else
                  paired_returns(env_id, lambda obs: algo.compute_actions(obs, explore=False),

@@ -1,12 +1,16 @@
-"""The final evaluation both sides of a comparison share: one greedy policy on the same
+"""What every side of a comparison shares: the final evaluation, one greedy policy on the same
 episodes of the env (episode i reset with seed `base + i`), so two libraries' final policies
 are compared on the same start states, a paired comparison whose noise is far below that of
 a level of three 10-episode evaluations (Pendulum's returns spread over -1 to -1,500 by start
-state alone).
+state alone); the progress line each side prints after an evaluation; the `--set NAME=JSON`
+options the reference workers take.
 
-This file imports gymnasium and numpy only: d3rlpy's worker, which must not import
-rljax_offline, uses it too.
+This file imports gymnasium and numpy only: d3rlpy's and CORL's workers, which must not
+import rljax_offline, use it too.
 """
+
+import json
+import sys
 
 import gymnasium as gym
 import numpy as np
@@ -61,3 +65,23 @@ def paired_returns_in_context(env_id: str, start, act, episodes: int,
         returns.append(total)
     env.close()
     return returns
+
+
+def print_progress(tag: str, name: str, seed: int, done: int, total: int, mean_return: float,
+                   seconds: float) -> None:
+    """One line on stderr after an evaluation, `[tag] NAME seed S: done/total updates, return
+    R, T s`: a run takes minutes to hours, and its result comes only at its end. The driver
+    shows a worker's stderr lines that start with its tag."""
+    print(f"{tag} {name} seed {seed}: {done}/{total} updates, return {mean_return:.1f}, "
+          f"{seconds:.0f} s", file=sys.stderr, flush=True)
+
+
+def parse_settings(items: list[str]) -> dict:
+    """`--set NAME=JSON` options as `{NAME: value}`: settings away from a library's defaults."""
+    settings = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--set {item!r}: expected NAME=JSON")
+        settings[name] = json.loads(value)
+    return settings

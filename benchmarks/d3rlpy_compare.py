@@ -342,6 +342,9 @@ def main():
     if python is None and args.sides in ("both", "d3rlpy"):
         sys.exit("d3rlpy is not importable here: pass --d3rlpy-python (see the docstring)")
     names = args.only.split(",")
+    unknown = [name for name in names if name not in CASES]
+    if unknown:
+        sys.exit(f"--only: unknown case(s) {unknown}; the cases are {', '.join(CASES)}")
     if args.sides in ("both", "d3rlpy"):
         for env_id in sorted({case_env_id(CASES[name].recipe) for name in names}):
             check_d3rlpy_env(python, env_id)

@@ -1,5 +1,6 @@
-"""The parity harness's shared parts (benchmarks/_offline_runs.py, edac_vs_ensembles.py): the
-rows both reference libraries train on, and the command line refusing what it cannot run.
+"""The parity harness's shared parts (benchmarks/_offline_runs.py, _paired_eval.py,
+edac_vs_ensembles.py): the rows both reference libraries train on, the options and progress
+lines every side shares, and the command line refusing what it cannot run.
 Their runs take minutes to hours and need other interpreters; these checks take seconds."""
 
 import os
@@ -17,6 +18,7 @@ BENCH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import _offline_runs  # noqa: E402
+import _paired_eval  # noqa: E402
 
 
 def box_episodes(lengths=(5, 3, 7), seed=0):
@@ -54,6 +56,23 @@ def test_transitions_hold_each_rows_true_next_observation(tmp_path, monkeypatch)
         np.testing.assert_array_equal(arrays["timeouts"][rows], ends * ep.is_truncated)
 
 
+def test_set_options_parse_as_json_and_refuse_a_missing_equals_sign():
+    """`--set` values are JSON (numbers, booleans, lists stay typed), split at the first `=`
+    only; an item without one is refused by name rather than read as an empty setting."""
+    assert _paired_eval.parse_settings(
+        ["num_critics=50", "aligned_windows=true", "hidden=[256, 256]", "name=\"a=b\""]
+    ) == {"num_critics": 50, "aligned_windows": True, "hidden": [256, 256], "name": "a=b"}
+    with pytest.raises(SystemExit, match="'num_critics': expected NAME=JSON"):
+        _paired_eval.parse_settings(["num_critics"])
+
+
+def test_progress_line_starts_with_the_tag_the_driver_streams(capsys):
+    """The driver shows a worker's stderr lines that start with its tag; the line says how
+    far the run is, its last return and its time so far."""
+    _paired_eval.print_progress("[corl]", "EDAC", 1, 2000, 20000, 213.456, 61.7)
+    assert capsys.readouterr().err == "[corl] EDAC seed 1: 2000/20000 updates, return 213.5, 62 s\n"
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--only", "edac,sac-9"], "unknown ['sac-9']"),
     (["--only", "corl-edac"], "corl-edac needs --corl-file"),
@@ -64,3 +83,14 @@ def test_edac_benchmark_refuses_what_it_cannot_run(argv, message):
     done = subprocess.run([sys.executable, str(BENCH / "edac_vs_ensembles.py"), *argv],
                           capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+def test_parity_benchmark_names_an_unknown_case():
+    """A mistyped `--only` case is refused before any run, with the cases there are."""
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent)}
+    done = subprocess.run([sys.executable, str(BENCH / "d3rlpy_compare.py"), "--only",
+                           "awac-pendulum,awac-hoper-medium", "--sides", "ours"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 1, done.stderr
+    assert "unknown case(s) ['awac-hoper-medium']" in done.stderr
+    assert "awac-hopper-medium," in done.stderr
