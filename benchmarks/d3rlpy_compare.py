@@ -185,6 +185,10 @@ HOPPER_ZOO["crr-tanh-mean"] = CASES["crr-pendulum"]._replace(
 # AWAC with d3rlpy's TD target (a' from the squashed Gaussian, minus its log-density).
 HOPPER_ZOO["awac-d3rlpy-target"] = CASES["awac-pendulum"]._replace(
     ours=AWACConfig().training(d3rlpy_target=True))
+# Cal-QL with d3rlpy's TD target (Q' at the policy's mean action at s', not a draw) and its
+# multiplier's learning rate (1e-4, ours critic_lr's 3e-4).
+HOPPER_ZOO["calql-d3rlpy-backup"] = CASES["calql-pendulum"]._replace(
+    ours=CalQLConfig().training(mean_action_backup=True, alpha_prime_lr=1e-4))
 for _data in ("hopper-medium", "hopper-medium-replay"):
     for _short, _case in HOPPER_ZOO.items():
         CASES[f"{_short}-{_data}"] = _case._replace(recipe=_data)

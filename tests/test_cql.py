@@ -14,7 +14,9 @@ from rljax_offline import CQLConfig
 from rljax_offline import spaces as sp
 from rljax_offline.algorithms.config import ConfigError
 from rljax_offline.apps.recipes import record_mixed
-from rljax_offline.models.actor_and_q import q_ensemble
+from rljax_offline.learning.init import init_state
+from rljax_offline.learning.update import BatchAxis
+from rljax_offline.models.actor_and_q import actor, q_ensemble
 
 OBS = gym.spaces.Box(-1, 1, (2,), np.float32)
 BOX = gym.spaces.Box(-2, 2, (1,), np.float32)
@@ -54,6 +56,10 @@ def test_defaults():
     ({"num_actions": 0}, "num_actions must be a positive int"),
     ({"target_entropy": "high"}, "target_entropy must be"), ({"tau": 0.0}, "tau must be"),
     ({"lagrangian": 1}, "lagrangian must be True or False"), ({"bogus": 1}, "unknown key"),
+    ({"mean_action_backup": True, "deterministic_backup": False},
+     "mean_action_backup=True needs deterministic_backup=True"),
+    ({"alpha_prime_lr": 1e-4}, "alpha_prime_lr is the Lagrangian weight's: set lagrangian=True"),
+    ({"alpha_prime_lr": 0.0, "lagrangian": True}, "alpha_prime_lr must be"),
 ])
 def test_bad_values_are_one_line_named_errors(kwargs, message):
     with pytest.raises(ConfigError, match=message) as e:
@@ -66,6 +72,8 @@ def test_unbounded_box_actions_are_refused_before_compiling():
         spec_of(CQLConfig(), OBS, gym.spaces.Box(-np.inf, np.inf, (1,), np.float32))
     with pytest.raises(ConfigError, match="Discrete and Box"):
         spec_of(CQLConfig(), OBS, gym.spaces.MultiDiscrete([2, 2]))
+    with pytest.raises(ConfigError, match="mean_action_backup is for Box actions"):
+        spec_of(CQLConfig().training(mean_action_backup=True), OBS, DISCRETE)
 
 
 def test_discrete_cql_pushes_unseen_actions_down():
@@ -164,3 +172,61 @@ def test_resume_is_exact(tmp_path, recipe, episodes):
               .learners(num_devices=2 if env == "CartPole-v1" else 1)
               .evaluation(evaluation_interval=0))
     assert_resume_is_exact(config, tmp_path)
+
+
+def continuing_batch(seed=0):
+    """Rows that do not end: the TD target bootstraps from s'."""
+    rng = np.random.default_rng(seed)
+    return {"obs": rng.uniform(-1, 1, (N, 2)).astype(np.float32),
+            "new_obs": rng.uniform(-1, 1, (N, 2)).astype(np.float32),
+            "actions": rng.uniform(-2, 2, (N, 1)).astype(np.float32),
+            "rewards": rng.normal(size=N).astype(np.float32), "terminateds": np.zeros(N, bool),
+            "loss_mask": np.ones(N, np.float32)}
+
+
+def td_targets(cfg, batch, seed):
+    """The critic loss's TD targets `[N]` at the initial parameters, per-example keys from
+    `seed`, and those parameters."""
+    spec = spec_of(cfg, OBS, BOX)
+    params = jax.device_get(init_state(spec.learning, 0).params)
+    qf = next(loss for loss in spec.learning.losses if loss.name == "qf")
+    keys = jax.random.split(jax.random.PRNGKey(seed), N)
+    return np.asarray(qf.fn(params, batch, keys, BatchAxis())[1]["td_target_mean"]), params
+
+
+def test_mean_action_backup_bootstraps_from_the_policys_mean_action():
+    """d3rlpy's CQL target, `r + gamma * min_k Q'_k(s', tanh-mean of pi(s'))`: the same for
+    any key, and by hand from the target networks; the default draws `a'`, so its targets
+    move with the key."""
+    cfg = CQLConfig().rl_module(model_config=SMALL)
+    batch = continuing_batch()
+    mean_cfg = cfg.training(mean_action_backup=True)
+    y0, params = td_targets(mean_cfg, batch, 0)
+    y1, _ = td_targets(mean_cfg, batch, 1)
+    np.testing.assert_array_equal(y0, y1)
+    policy = actor(sp.to_spec(OBS), sp.to_spec(BOX), cfg.model_config)
+    q = q_ensemble(sp.to_spec(OBS), sp.to_spec(BOX), cfg.model_config, cfg.twin_q)
+    mean_a = policy.dist.greedy(policy.apply(params["policy"], batch["new_obs"]))
+    by_hand = batch["rewards"] + cfg.gamma * np.min(
+        np.asarray(q.apply(params["target_q"], batch["new_obs"], mean_a)), axis=0)
+    np.testing.assert_allclose(y0, by_hand, rtol=1e-5, atol=1e-5)
+    drawn0, _ = td_targets(cfg, batch, 0)
+    drawn1, _ = td_targets(cfg, batch, 1)
+    assert np.abs(drawn0 - drawn1).max() > 1e-3
+
+
+def test_alpha_prime_lr_steps_the_multiplier_alone():
+    """With `alpha_prime_lr` the multiplier takes Adam steps of its own size (Adam's first
+    step moves a parameter by about its learning rate) and the Q networks' steps are the
+    same to the bit as without it."""
+    cfg = CQLConfig().training(lagrangian=True, num_actions=2).rl_module(model_config=SMALL)
+    batch = terminal_batch(np.zeros((N, 1), np.float32))
+    start = init_state(spec_of(cfg, OBS, BOX).learning, 0).params["log_alpha_prime"]
+    moved = {}
+    for rate in (None, 1e-5):
+        state, _ = run_updates(spec_of(cfg.training(alpha_prime_lr=rate), OBS, BOX), batch, 1)
+        moved[rate] = (abs(float(state.params["log_alpha_prime"]) - float(start)),
+                       state.params["q"])
+    assert moved[None][0] == pytest.approx(1e-3, rel=1e-2)  # critic_lr, RLlib's Box 1e-3
+    assert moved[1e-5][0] == pytest.approx(1e-5, rel=1e-2)
+    jax.tree_util.tree_map(np.testing.assert_array_equal, moved[None][1], moved[1e-5][1])

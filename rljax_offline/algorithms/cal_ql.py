@@ -22,8 +22,10 @@ Cal-QL): learning rates `actor_lr=1e-4`, `critic_lr=3e-4`, `alpha_lr=1e-4` (d3rl
 (`n_action_samples`), batch 256, `tau=0.005`, two critics, no entropy term in the target
 (`deterministic_backup=True`: d3rlpy's `soft_q_backup=False`), and d3rlpy's Lagrangian weight:
 `lagrangian=True` with `lagrangian_thresh=50.0`, d3rlpy's `alpha_threshold=10` on the
-unweighted gap times the weight 5 (RLlib's threshold applies to the weighted gap); the
-multiplier's learning rate is `critic_lr` (d3rlpy's `alpha_learning_rate` is 1e-4). Box
+unweighted gap times the weight 5 (RLlib's threshold applies to the weighted gap). Two
+differences stay RLlib's, each an option for d3rlpy's: the target's `a'` is a draw from the
+policy (d3rlpy's is the policy's mean action: `mean_action_backup=True`), and the multiplier
+learns at `critic_lr` (d3rlpy's `alpha_learning_rate` is 1e-4: `alpha_prime_lr=1e-4`). Box
 actions with finite bounds only (d3rlpy's Cal-QL has no Discrete form); no recurrent form.
 """
 

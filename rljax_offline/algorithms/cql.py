@@ -11,7 +11,9 @@ multiplier `alpha_prime` that holds the gap at `lagrangian_thresh`. For the firs
 updates the actor does behavior cloning (`alpha * logp(pi) - logp(data action)`), then SAC's
 `alpha * logp(pi) - min Q(s, pi(s))`. `deterministic_backup=True` leaves the entropy term out
 of the TD target (RLlib's default). The TD target, actor and temperature losses are SAC's
-(`learning.losses`, shared with `algorithms.sac`).
+(`learning.losses`, shared with `algorithms.sac`). Two options give d3rlpy's CQL where it
+differs: `mean_action_backup=True` bootstraps from `Q'(s', mean action of pi(s'))` rather than
+a draw, and `alpha_prime_lr` steps the multiplier at its own rate (RLlib's: `critic_lr`).
 
 `bc_iters` defaults to 0 (d3rlpy's CQL has no BC phase), not RLlib's 20,000: on a CPU RLlib's
 warm-up is long, and for all of it the actor copies the data, whose majority on mixed-quality
@@ -175,6 +177,13 @@ class CQLConfig(FineTuningOptions, AlgorithmConfig):
         "(d3rlpy's DiscreteCQL)")
     deterministic_backup: bool = option(True, "training", boolean,
                                         "leave the entropy term out of the TD target")
+    mean_action_backup: bool = option(
+        False, "training", boolean,
+        "TD target at the policy's mean action at s' rather than a draw (d3rlpy's CQL and "
+        "Cal-QL); needs deterministic_backup")
+    alpha_prime_lr: float | None = option(
+        None, "training", optional(positive_float),
+        "learning rate of the Lagrangian weight alpha_prime; None: critic_lr (RLlib's)")
     twin_q: bool = option(True, "training", boolean, "two Q networks, their minimum in targets")
     initial_alpha: float = option(1.0, "training", positive_float,
                                   "initial entropy coefficient")
@@ -192,11 +201,20 @@ class CQLConfig(FineTuningOptions, AlgorithmConfig):
         if self.lr is not None:
             raise ConfigError("CQLConfig: lr is not used; set actor_lr, critic_lr and alpha_lr "
                               f"(got lr={self.lr!r})")
+        if self.mean_action_backup and not self.deterministic_backup:
+            raise ConfigError("mean_action_backup=True needs deterministic_backup=True: the "
+                              "mean action has no log-density for the entropy term")
+        if self.alpha_prime_lr is not None and not self.lagrangian:
+            raise ConfigError("alpha_prime_lr is the Lagrangian weight's: set lagrangian=True "
+                              "or drop it")
 
     def check_spaces(self, obs_spec, act_spec) -> None:
         super().check_spaces(obs_spec, act_spec)
         if isinstance(act_spec, sp.BoxSpec):
             check_bounded(act_spec, "CQLConfig (SAC-based CQL for Box actions)")
+        elif self.mean_action_backup:
+            raise ConfigError("mean_action_backup is for Box actions (Discrete CQL's target "
+                              "is Double DQN's): drop it")
 
     def policy_value_floor(self, batch: dict) -> jax.Array | None:
         """A lower bound `[N]` on the Q values of the policy's actions inside the CQL term
@@ -234,6 +252,13 @@ def conservative_total(td: jax.Array, cql: jax.Array, params: dict, cfg: CQLConf
         metrics.update(alpha_prime=alpha_prime, alpha_prime_loss=jnp.sum(dual, axis=0))
     metrics["critic_loss"] = total
     return total
+
+
+def critic_optimizer(cfg: CQLConfig, critic_lr: float):
+    """Adam for the Q networks and, with `lagrangian`, alpha_prime: at `alpha_prime_lr` when
+    set (its own Adam state), else at `critic_lr` with the networks (RLlib's)."""
+    lr_of = None if cfg.alpha_prime_lr is None else {"log_alpha_prime": cfg.alpha_prime_lr}
+    return make_optimizer(critic_lr, cfg.grad_clip, lr_of=lr_of)
 
 
 def _critic_params(cfg: CQLConfig, params: dict) -> dict:
@@ -278,7 +303,10 @@ def _continuous_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
         # TD target from the target networks and a fresh policy action at s'.
         inputs, next_inputs = policy.steps(params["policy"], batch, with_next=True)
         n = inputs.shape[0]
-        next_a, next_logp = sample_per_example(dist, next_inputs, keys[:, 0])
+        if cfg.mean_action_backup:
+            next_a, next_logp = dist.greedy(next_inputs), jnp.zeros((n,), jnp.float32)
+        else:
+            next_a, next_logp = sample_per_example(dist, next_inputs, keys[:, 0])
         _, target_next = q.steps(params["target_q"], batch, with_next=True)
         next_q = jnp.min(q.head(params["target_q"], target_next, next_a), axis=0)
         if deterministic:  # the entropy term left out of SAC's soft target
@@ -327,7 +355,7 @@ def _continuous_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
     critic_nets = ("q", "log_alpha_prime") if cfg.lagrangian else ("q",)
     learning = LearningSpec(
         init=init,
-        losses=(Loss("qf", critic_nets, critic_loss, make_optimizer(critic_lr, cfg.grad_clip)),
+        losses=(Loss("qf", critic_nets, critic_loss, critic_optimizer(cfg, critic_lr)),
                 Loss("policy", ("policy",), actor_loss, make_optimizer(cfg.actor_lr,
                                                                          cfg.grad_clip)),
                 Loss("alpha", ("log_alpha",), alpha_loss, make_optimizer(cfg.alpha_lr))),
@@ -371,7 +399,7 @@ def _discrete_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
     greedy = _q_greedy_policy(q, obs_spec, act_spec, recurrent_cell(mc)[2]) if is_recurrent(
         mc) else None
     learning = LearningSpec(
-        init=init, losses=(Loss("qf", nets, loss, make_optimizer(critic_lr, cfg.grad_clip)),),
+        init=init, losses=(Loss("qf", nets, loss, critic_optimizer(cfg, critic_lr)),),
         targets={"target_q": "q"}, tau=1.0, target_update_period=period)
     acting = ActingSpec(act=lambda params, obs: jnp.mean(q.apply(params["q"], obs), axis=0),
                         dist=categorical(act_spec.n), policy=greedy, policy_network="q")
