@@ -160,14 +160,19 @@ def test_lagrangian_weight_falls_when_the_gap_is_under_the_threshold():
     assert float(m20["alpha_prime"]) < float(m1["alpha_prime"]) <= 1.0
 
 
-@pytest.mark.parametrize("recipe, episodes", [("cartpole-mixed-small", 20),
-                                              ("pendulum-mixed-small", 3)])
-def test_resume_is_exact(tmp_path, recipe, episodes):
+# d3rlpy's CQL options: the multiplier with an Adam state of its own, the mean-action target.
+D3RLPY_OPTIONS = {"lagrangian": True, "alpha_prime_lr": 1e-4, "mean_action_backup": True}
+
+
+@pytest.mark.parametrize("recipe, episodes, options", [
+    ("cartpole-mixed-small", 20, {}), ("pendulum-mixed-small", 3, {}),
+    ("pendulum-mixed-small", 3, D3RLPY_OPTIONS)])
+def test_resume_is_exact(tmp_path, recipe, episodes, options):
     record_mixed(recipe, str(tmp_path / "data"), num_episodes=episodes)
     env = {"cartpole": "CartPole-v1", "pendulum": "Pendulum-v1"}[recipe.split("-")[0]]
     config = (CQLConfig().environment(env).offline_data(input_=str(tmp_path / "data"))
               .training(num_updates_per_iteration=4, train_batch_size_per_learner=64,
-                        bc_iters=6, num_actions=2, target_network_update_freq=3)
+                        bc_iters=6, num_actions=2, target_network_update_freq=3, **options)
               .rl_module(model_config={"fcnet_hiddens": [16]})
               .learners(num_devices=2 if env == "CartPole-v1" else 1)
               .evaluation(evaluation_interval=0))

@@ -300,7 +300,7 @@ def _continuous_spec(cfg: CQLConfig, obs_spec, act_spec) -> AlgorithmSpec:
     def critic_loss(params, batch, rng, axis):
         keys = split_keys(rng.reshape(-1, 2), 3 * m + 1)
         alpha = jnp.exp(params["log_alpha"])
-        # TD target from the target networks and a fresh policy action at s'.
+        # TD target from the target networks and a fresh policy action at s' (or its mean).
         inputs, next_inputs = policy.steps(params["policy"], batch, with_next=True)
         n = inputs.shape[0]
         if cfg.mean_action_backup:
