@@ -223,7 +223,7 @@ def test_mean_action_backup_bootstraps_from_the_policys_mean_action():
 def test_alpha_prime_lr_steps_the_multiplier_alone():
     """With `alpha_prime_lr` the multiplier takes Adam steps of its own size (Adam's first
     step moves a parameter by about its learning rate) and the Q networks' steps are the
-    same to the bit as without it."""
+    same as without it (to float32 rounding: two compiled programs)."""
     cfg = CQLConfig().training(lagrangian=True, num_actions=2).rl_module(model_config=SMALL)
     batch = terminal_batch(np.zeros((N, 1), np.float32))
     start = init_state(spec_of(cfg, OBS, BOX).learning, 0).params["log_alpha_prime"]
@@ -234,4 +234,5 @@ def test_alpha_prime_lr_steps_the_multiplier_alone():
                        state.params["q"])
     assert moved[None][0] == pytest.approx(1e-3, rel=1e-2)  # critic_lr, RLlib's Box 1e-3
     assert moved[1e-5][0] == pytest.approx(1e-5, rel=1e-2)
-    jax.tree_util.tree_map(np.testing.assert_array_equal, moved[None][1], moved[1e-5][1])
+    jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7),
+                           moved[None][1], moved[1e-5][1])
