@@ -47,7 +47,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from _paired_eval import paired_returns, paired_returns_in_context, print_progress
+from _paired_eval import (paired_returns, paired_returns_in_context, print_progress,
+                          settings_args)
 
 from rljax_offline.data import read_episodes
 from rljax_offline.ope.data import raw_columns
@@ -282,8 +283,7 @@ def run_d3rlpy(python: str, data: str, env_id: str, algo: str, updates: int, see
         cmd += ["--target-return", str(target_return)]
     if greedy:
         cmd += ["--greedy"]
-    for name, value in (overrides or {}).items():
-        cmd += ["--set", f"{name}={json.dumps(value)}"]
+    cmd += settings_args(overrides)
     out = _run_worker(cmd, threads, "[d3rlpy]")
     return {**_worker_history(out, algo, seed, evals),
             "overrides": overrides or {}, "greedy": greedy, "device": device}
@@ -337,7 +337,6 @@ def run_corl_edac(python: str, corl_file: str, data: str, env_id: str, updates: 
            "--env", env_id, "--updates", str(updates), "--evals", str(evals),
            "--eval-episodes", str(eval_episodes), "--seed", str(seed),
            "--final-episodes", str(final_episodes)]
-    for name, value in (settings or {}).items():
-        cmd += ["--set", f"{name}={json.dumps(value)}"]
+    cmd += settings_args(settings)
     out = _run_worker(cmd, threads, "[corl]")
     return {**_worker_history(out, "EDAC", seed, evals), "settings": out["settings"]}

@@ -76,6 +76,12 @@ def print_progress(tag: str, name: str, seed: int, done: int, total: int, mean_r
           f"{seconds:.0f} s", file=sys.stderr, flush=True)
 
 
+def settings_args(settings: dict | None) -> list[str]:
+    """`{NAME: value}` as the `--set NAME=JSON` options `parse_settings` reads back."""
+    return [arg for name, value in (settings or {}).items()
+            for arg in ("--set", f"{name}={json.dumps(value)}")]
+
+
 def parse_settings(items: list[str]) -> dict:
     """`--set NAME=JSON` options as `{NAME: value}`: settings away from a library's defaults."""
     settings = {}

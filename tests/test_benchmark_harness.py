@@ -58,10 +58,14 @@ def test_transitions_hold_each_rows_true_next_observation(tmp_path, monkeypatch)
 
 def test_set_options_parse_as_json_and_refuse_a_missing_equals_sign():
     """`--set` values are JSON (numbers, booleans, lists stay typed), split at the first `=`
-    only; an item without one is refused by name rather than read as an empty setting."""
+    only, and read back what `settings_args` writes; an item without one is refused by name
+    rather than read as an empty setting."""
     assert _paired_eval.parse_settings(
         ["num_critics=50", "aligned_windows=true", "hidden=[256, 256]", "name=\"a=b\""]
     ) == {"num_critics": 50, "aligned_windows": True, "hidden": [256, 256], "name": "a=b"}
+    settings = {"num_critics": 50, "hidden": [256, 256], "name": "a=b"}
+    assert _paired_eval.parse_settings(_paired_eval.settings_args(settings)[1::2]) == settings
+    assert _paired_eval.settings_args(None) == []
     with pytest.raises(SystemExit, match="'num_critics': expected NAME=JSON"):
         _paired_eval.parse_settings(["num_critics"])
 
