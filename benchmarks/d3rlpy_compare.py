@@ -259,6 +259,21 @@ def kept(runs: str | None, key: str, make, reuse: bool = True) -> dict:
     return history
 
 
+def d3rlpy_side(case: Case) -> tuple:
+    """Everything d3rlpy's run of a case depends on besides seed, updates and evaluations."""
+    return (case.recipe, case.d3rlpy_algo, case.d3rlpy_init,
+            json.dumps(case.d3rlpy_overrides, sort_keys=True), case.d3rlpy_greedy,
+            getattr(case.ours, "target_return", None))
+
+
+def d3rlpy_run_name(name: str) -> str:
+    """The case whose name d3rlpy's saved runs for `name` carry: the first case with the same
+    d3rlpy side. A swap that changes only ours (`awac-d3rlpy-target-*`) thus reuses its base
+    case's d3rlpy runs instead of training d3rlpy again under a new name."""
+    side = d3rlpy_side(CASES[name])
+    return next(other for other, case in CASES.items() if d3rlpy_side(case) == side)
+
+
 def run_case(name: str, python: str, seeds: list[int], updates: int | None, evals: int,
              eval_episodes: int, plots: str | None, runs: str | None = None,
              sides: str = "both", reuse_ours: bool = False,
@@ -284,7 +299,8 @@ def run_case(name: str, python: str, seeds: list[int], updates: int | None, eval
             print(json.dumps({"case": name, **(h or {"missing": f"ours seed {seed}"})}),
                   flush=True)
         if sides in ("both", "d3rlpy", "saved") and seed in d3rlpy_seeds:
-            h = saved(runs, f"d3rlpy-{name}-s{seed}-u{n}-e{evals}x{eval_episodes}",
+            key = f"d3rlpy-{d3rlpy_run_name(name)}-s{seed}-u{n}-e{evals}x{eval_episodes}"
+            h = saved(runs, key,
                       None if only_saved else lambda seed=seed: run_d3rlpy(
                           python, data, env_id, case.d3rlpy_algo, n, seed, evals=evals,
                           eval_episodes=eval_episodes, batch_size=batch, threads=threads,
@@ -333,7 +349,8 @@ def main():
                     help="torch's device for d3rlpy (cuda:0 on a GPU; ours runs on JAX's "
                          "default backend)")
     ap.add_argument("--runs", help="folder where d3rlpy's histories are saved and reused "
-                    "(same case, seed, updates and evaluations)")
+                    "(same d3rlpy side, seed, updates and evaluations: a case that changes "
+                    "only ours reuses its base case's)")
     ap.add_argument("--data-root", default=os.path.join(CACHE, "mujoco"),
                     help="where the Hopper sets of the *-hopper-* cases are (made when missing)")
     ap.add_argument("--sides", default="both", choices=("both", "ours", "d3rlpy", "saved"),

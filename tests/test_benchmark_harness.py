@@ -98,3 +98,23 @@ def test_parity_benchmark_names_an_unknown_case():
     assert done.returncode == 1, done.stderr
     assert "unknown case(s) ['awac-hoper-medium']" in done.stderr
     assert "awac-hopper-medium," in done.stderr
+
+
+def test_a_swap_of_ours_alone_reuses_its_base_cases_d3rlpy_runs():
+    """d3rlpy's saved runs are named after the first case with the same d3rlpy side, so a
+    case that changes only ours reads its base case's d3rlpy runs (no d3rlpy run again, no
+    links by hand), while a case that changes d3rlpy's side too keeps its own."""
+    import d3rlpy_compare as dc
+
+    assert dc.d3rlpy_run_name("awac-d3rlpy-target-hopper-medium") == "awac-hopper-medium"
+    assert (dc.d3rlpy_run_name("calql-d3rlpy-backup-hopper-medium-replay")
+            == "calql-hopper-medium-replay")
+    assert dc.d3rlpy_run_name("awac-pendulum-squashed") == "awac-pendulum"
+    assert dc.d3rlpy_run_name("bear-pendulum-mmd-off") == "bear-pendulum"
+    for own in ("crr-pendulum-greedy", "td3bc-pendulum-flax-init", "dt-pendulum-small",
+                "awac-hopper-medium", "awac-hopper-medium-replay", "plas-pendulum"):
+        assert dc.d3rlpy_run_name(own) == own
+    for name, case in dc.CASES.items():
+        base = dc.d3rlpy_run_name(name)
+        assert dc.d3rlpy_run_name(base) == base
+        assert dc.d3rlpy_side(dc.CASES[base]) == dc.d3rlpy_side(case)
