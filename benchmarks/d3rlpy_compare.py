@@ -189,6 +189,9 @@ HOPPER_ZOO["awac-d3rlpy-target"] = CASES["awac-pendulum"]._replace(
 # multiplier's learning rate (1e-4, ours critic_lr's 3e-4).
 HOPPER_ZOO["calql-d3rlpy-backup"] = CASES["calql-pendulum"]._replace(
     ours=CalQLConfig().training(mean_action_backup=True, alpha_prime_lr=1e-4))
+# Cal-QL with PyTorch's initial draw of every layer, as d3rlpy's (ours: RLlib's CQL's, flax's).
+HOPPER_ZOO["calql-torch-init"] = CASES["calql-pendulum"]._replace(
+    ours=CalQLConfig().rl_module(model_config=D3RLPY_MODEL))
 for _data in ("hopper-medium", "hopper-medium-replay"):
     for _short, _case in HOPPER_ZOO.items():
         CASES[f"{_short}-{_data}"] = _case._replace(recipe=_data)
