@@ -19,6 +19,7 @@ sys.path.insert(0, str(BENCH))
 
 import _offline_runs  # noqa: E402
 import _paired_eval  # noqa: E402
+import d3rlpy_compare  # noqa: E402
 
 
 def box_episodes(lengths=(5, 3, 7), seed=0):
@@ -104,8 +105,7 @@ def test_a_swap_of_ours_alone_reuses_its_base_cases_d3rlpy_runs():
     """d3rlpy's saved runs are named after the first case with the same d3rlpy side, so a
     case that changes only ours reads its base case's d3rlpy runs (no d3rlpy run again, no
     links by hand), while a case that changes d3rlpy's side too keeps its own."""
-    import d3rlpy_compare as dc
-
+    dc = d3rlpy_compare
     assert dc.d3rlpy_run_name("awac-d3rlpy-target-hopper-medium") == "awac-hopper-medium"
     assert (dc.d3rlpy_run_name("calql-d3rlpy-backup-hopper-medium-replay")
             == "calql-hopper-medium-replay")
