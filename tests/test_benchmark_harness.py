@@ -1,8 +1,9 @@
 """The parity harness's shared parts (benchmarks/_offline_runs.py, _paired_eval.py,
-edac_vs_ensembles.py): the rows both reference libraries train on, the options and progress
+edac_vs_ensembles.py, sac_finetune.py): the rows both reference libraries train on, the options and progress
 lines every side shares, and the command line refusing what it cannot run.
 Their runs take minutes to hours and need other interpreters; these checks take seconds."""
 
+import dataclasses
 import os
 import pathlib
 import subprocess
@@ -20,6 +21,7 @@ sys.path.insert(0, str(BENCH))
 import _offline_runs  # noqa: E402
 import _paired_eval  # noqa: E402
 import d3rlpy_compare  # noqa: E402
+import sac_finetune  # noqa: E402
 
 
 def box_episodes(lengths=(5, 3, 7), seed=0):
@@ -118,3 +120,43 @@ def test_a_swap_of_ours_alone_reuses_its_base_cases_d3rlpy_runs():
         base = dc.d3rlpy_run_name(name)
         assert dc.d3rlpy_run_name(base) == base
         assert dc.d3rlpy_side(dc.CASES[base]) == dc.d3rlpy_side(case)
+
+
+@pytest.mark.parametrize("data", ["pendulum-mixed", "hopper-medium-replay"])
+def test_fine_tuning_benchmark_trains_cql_and_calql_alike_but_for_the_bound(data):
+    """The offline-to-online benchmark gives CQL and Cal-QL every shared option alike, so the
+    calibrated bound is the one difference: CQL's settings on Pendulum (where they reach
+    -300), Cal-QL's (d3rlpy's, at its level on the Hopper sets) on a MuJoCo set."""
+    pendulum = data == sac_finetune.PENDULUM
+    cql, calql = (sac_finetune.offline_config(c, "DATA", "Env-v0", pendulum)
+                  for c in (sac_finetune.CQLConfig, sac_finetune.CalQLConfig))
+    for field in dataclasses.fields(cql):
+        assert getattr(cql, field.name) == getattr(calql, field.name), field.name
+    ours = sac_finetune.CQLConfig() if pendulum else sac_finetune.CalQLConfig()
+    assert (calql.min_q_weight, calql.lagrangian) == (ours.min_q_weight, ours.lagrangian)
+    assert cql.lagrangian is not pendulum  # Cal-QL's (d3rlpy's) Lagrangian weight on Hopper
+
+
+def test_fine_tuning_ratios_count_a_missed_target_as_the_budget():
+    """Steps to the target, per seed, as ratios between starts; a run that never reached it
+    counts as the whole budget (a lower bound), and a seed missing a start is left out."""
+    runs = [{"seed": 0, "from": "scratch", "steps_to_target": None},
+            {"seed": 0, "from": "cql", "steps_to_target": 3000},
+            {"seed": 0, "from": "cal_ql", "steps_to_target": 1500},
+            {"seed": 1, "from": "scratch", "steps_to_target": 4000},
+            {"seed": 1, "from": "cql", "steps_to_target": 2000},
+            {"seed": 1, "from": "cal_ql", "steps_to_target": 2000},
+            {"seed": 2, "from": "cal_ql", "steps_to_target": 500}]
+    assert sac_finetune.median_ratios(runs, budget=15000) == {
+        "cql/scratch": round((0.2 + 0.5) / 2, 3), "cal_ql/scratch": round((0.1 + 0.5) / 2, 3),
+        "cal_ql/cql": round((0.5 + 1.0) / 2, 3)}
+
+
+def test_fine_tuning_benchmark_asks_for_a_target_off_pendulum(tmp_path):
+    """-250 is Pendulum's target; on another set the command asks for one before it runs."""
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent)}
+    done = subprocess.run([sys.executable, str(BENCH / "sac_finetune.py"), "--data",
+                           "hopper-medium", "--data-root", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 2 and "--target: give the return to reach" in done.stderr
+    assert not any(tmp_path.iterdir())  # nothing made
