@@ -1,7 +1,7 @@
 """The parity harness's shared parts (benchmarks/_offline_runs.py, _paired_eval.py,
-edac_vs_ensembles.py, sac_finetune.py): the rows both reference libraries train on, the options and progress
-lines every side shares, and the command line refusing what it cannot run.
-Their runs take minutes to hours and need other interpreters; these checks take seconds."""
+edac_vs_ensembles.py, sac_finetune.py): the rows both reference libraries train on, the
+options and progress lines every side shares, and the command line refusing what it cannot
+run. Their runs take minutes to hours and need other interpreters; these checks take seconds."""
 
 import dataclasses
 import os
