@@ -48,29 +48,27 @@ import time
 
 import numpy as np
 
+from _common import CACHE
+from d3rlpy_compare import recording as parity_recording
+
 from rljax_offline import CalQLConfig, CQLConfig, SACConfig
 from rljax_offline.apps import mujoco_datasets
-from rljax_offline.apps.mujoco_record import make_dataset
 from rljax_offline.apps.plotting import save_fine_tuning_curves
 from rljax_offline.apps.recipes import record_mixed
 
 PENDULUM = "pendulum-mixed"
-CACHE = os.path.join(tempfile.gettempdir(), "rljax_offline_bench")
-MUJOCO_ENV_STEPS = 60_000  # the SAC run the MuJoCo sets come from (the parity harness's)
 
 
 def recording(name: str, data_root: str) -> tuple[str, str]:
-    """The folder of the data set `name` (recorded or made first when missing) and its env."""
-    if name == PENDULUM:
-        path = os.path.join(CACHE, "sac_finetune_pendulum_mixed")
-        if not os.path.isdir(path):
-            record_mixed(PENDULUM, path)
-        return path, "Pendulum-v1"
-    recipe = mujoco_datasets.recipe(name)
-    path = os.path.join(data_root, name)
-    if not os.path.isfile(os.path.join(path, mujoco_datasets.META_FILE)):
-        make_dataset(name, path, env_steps=MUJOCO_ENV_STEPS, log=print)
-    return path, recipe.env_id
+    """The folder of the data set `name` (recorded or made first when missing) and its env:
+    Pendulum's in this benchmark's own cache folder, a MuJoCo set as the parity harness
+    makes and keeps it."""
+    if name != PENDULUM:
+        return parity_recording(name, data_root)
+    path = os.path.join(CACHE, "sac_finetune_pendulum_mixed")
+    if not os.path.isdir(path):
+        record_mixed(PENDULUM, path)
+    return path, "Pendulum-v1"
 
 
 def defaults_of(source, target) -> dict:
