@@ -192,6 +192,8 @@ HOPPER_ZOO["calql-d3rlpy-backup"] = CASES["calql-pendulum"]._replace(
 # Cal-QL with PyTorch's initial draw of every layer, as d3rlpy's (ours: RLlib's CQL's, flax's).
 HOPPER_ZOO["calql-torch-init"] = CASES["calql-pendulum"]._replace(
     ours=CalQLConfig().rl_module(model_config=D3RLPY_MODEL))
+# BEAR without the MMD term in the actor after the warm-up (d3rlpy's in effect), as on Pendulum.
+HOPPER_ZOO["bear-mmd-off"] = CASES["bear-pendulum-mmd-off"]
 for _data in ("hopper-medium", "hopper-medium-replay"):
     for _short, _case in HOPPER_ZOO.items():
         CASES[f"{_short}-{_data}"] = _case._replace(recipe=_data)
