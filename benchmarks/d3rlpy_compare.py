@@ -194,6 +194,10 @@ HOPPER_ZOO["calql-torch-init"] = CASES["calql-pendulum"]._replace(
     ours=CalQLConfig().rl_module(model_config=D3RLPY_MODEL))
 # BEAR without the MMD term in the actor after the warm-up (d3rlpy's in effect), as on Pendulum.
 HOPPER_ZOO["bear-mmd-off"] = CASES["bear-pendulum-mmd-off"]
+# ReBRAC with ten times d3rlpy's actor penalty (`actor_beta=0.01`): whether the default's weak
+# pull towards the data's actions is what lets a run leave the data and fall on narrow sets.
+HOPPER_ZOO["rebrac-actor-beta-0.01"] = CASES["rebrac-pendulum"]._replace(
+    ours=ReBRACConfig().training(actor_beta=0.01))
 for _data in ("hopper-medium", "hopper-medium-replay"):
     for _short, _case in HOPPER_ZOO.items():
         CASES[f"{_short}-{_data}"] = _case._replace(recipe=_data)

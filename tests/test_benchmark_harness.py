@@ -114,6 +114,7 @@ def test_a_swap_of_ours_alone_reuses_its_base_cases_d3rlpy_runs():
     assert dc.d3rlpy_run_name("awac-pendulum-squashed") == "awac-pendulum"
     assert dc.d3rlpy_run_name("bear-pendulum-mmd-off") == "bear-pendulum"
     assert dc.d3rlpy_run_name("bear-mmd-off-hopper-medium") == "bear-hopper-medium"
+    assert dc.d3rlpy_run_name("rebrac-actor-beta-0.01-hopper-medium") == "rebrac-hopper-medium"
     for own in ("crr-pendulum-greedy", "td3bc-pendulum-flax-init", "dt-pendulum-small",
                 "awac-hopper-medium", "awac-hopper-medium-replay", "plas-pendulum"):
         assert dc.d3rlpy_run_name(own) == own
