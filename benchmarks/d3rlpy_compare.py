@@ -198,6 +198,9 @@ HOPPER_ZOO["bear-mmd-off"] = CASES["bear-pendulum-mmd-off"]
 # pull towards the data's actions is what lets a run leave the data and fall on narrow sets.
 HOPPER_ZOO["rebrac-actor-beta-0.01"] = CASES["rebrac-pendulum"]._replace(
     ours=ReBRACConfig().training(actor_beta=0.01))
+# The same penalty on both sides: whether d3rlpy's runs hold with it too.
+HOPPER_ZOO["rebrac-both-actor-beta-0.01"] = HOPPER_ZOO["rebrac-actor-beta-0.01"]._replace(
+    d3rlpy_overrides={"actor_beta": 0.01})
 for _data in ("hopper-medium", "hopper-medium-replay"):
     for _short, _case in HOPPER_ZOO.items():
         CASES[f"{_short}-{_data}"] = _case._replace(recipe=_data)

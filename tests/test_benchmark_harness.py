@@ -116,7 +116,8 @@ def test_a_swap_of_ours_alone_reuses_its_base_cases_d3rlpy_runs():
     assert dc.d3rlpy_run_name("bear-mmd-off-hopper-medium") == "bear-hopper-medium"
     assert dc.d3rlpy_run_name("rebrac-actor-beta-0.01-hopper-medium") == "rebrac-hopper-medium"
     for own in ("crr-pendulum-greedy", "td3bc-pendulum-flax-init", "dt-pendulum-small",
-                "awac-hopper-medium", "awac-hopper-medium-replay", "plas-pendulum"):
+                "awac-hopper-medium", "awac-hopper-medium-replay", "plas-pendulum",
+                "rebrac-both-actor-beta-0.01-hopper-medium"):
         assert dc.d3rlpy_run_name(own) == own
     for name, case in dc.CASES.items():
         base = dc.d3rlpy_run_name(name)
