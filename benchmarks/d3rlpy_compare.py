@@ -201,6 +201,9 @@ HOPPER_ZOO["rebrac-actor-beta-0.01"] = CASES["rebrac-pendulum"]._replace(
 # The same penalty on both sides: whether d3rlpy's runs hold with it too.
 HOPPER_ZOO["rebrac-both-actor-beta-0.01"] = HOPPER_ZOO["rebrac-actor-beta-0.01"]._replace(
     d3rlpy_overrides={"actor_beta": 0.01})
+# BCQ with d3rlpy 2.8's decoder (its raw output, no tanh; ours squashes, the paper's).
+HOPPER_ZOO["bcq-raw-decoder"] = CASES["bcq-pendulum"]._replace(
+    ours=BCQConfig().training(squash_decoder=False))
 for _data in ("hopper-medium", "hopper-medium-replay"):
     for _short, _case in HOPPER_ZOO.items():
         CASES[f"{_short}-{_data}"] = _case._replace(recipe=_data)

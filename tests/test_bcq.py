@@ -34,6 +34,7 @@ from rljax_offline import spaces as sp
 from rljax_offline.algorithms.bcq import BCQConfig
 from rljax_offline.algorithms.vae import conditional_vae, vae_loss
 from rljax_offline.learning.init import init_state
+from rljax_offline.learning.losses import per_example_normal
 from rljax_offline.learning.update import BatchAxis
 from rljax_offline.models.initializers import TORCH_DEFAULT
 
@@ -71,6 +72,36 @@ def test_vae_loss_is_reconstruction_plus_beta_kl():
     np.testing.assert_allclose(loss, m["vae_recon_loss"] + 0.5 * kl, rtol=1e-5, atol=1e-7)
     assert np.all(np.asarray(m["vae_kl"]) >= 0)
     assert np.all(np.abs(vae.decode(params, batch["obs"], 100 * mu)) <= 1.0)
+
+
+def test_squash_decoder_false_fits_and_proposes_the_raw_decoder_output():
+    """`squash_decoder=False` (the swap for d3rlpy 2.8's decoder, which skips the tanh at its
+    default): the VAE's reconstruction is of the decoder's raw output, its proposals leave the
+    unit box, and the perturbation's clip still keeps every action inside the bounds."""
+    batch, ks = random_batch(), keys()
+    unit = batch["actions"] / 2.0
+    recon = {}
+    for squash in (True, False):
+        config = BCQConfig().training(squash_decoder=squash, n_action_samples=4).rl_module(
+            model_config=SMALL)
+        spec = spec_of(config, OBS, ACT)
+        params = jax.device_get(init_state(spec.learning, 0).params)
+        imitator = next(loss for loss in spec.learning.losses if loss.name == "imitator")
+        recon[squash] = np.asarray(imitator.fn(params, batch, ks, BatchAxis())[1][
+            "vae_recon_loss"])
+        actions = spec.acting.dist.greedy(spec.acting.act_with_key(
+            params, jax.random.PRNGKey(1), random_batch(256)["obs"]))
+        assert np.all(np.abs(np.asarray(actions)) <= 2.0)
+    vae = conditional_vae(sp.to_spec(OBS), 1, 2, SMALL, squash=False)
+    mu, log_std = vae.encode(params["vae"], batch["obs"], unit)
+    z = mu + np.exp(log_std) * per_example_normal(ks, (2,))
+    raw = vae.decode_pre_tanh(params["vae"], batch["obs"], z)
+    np.testing.assert_allclose(recon[False], np.mean((raw - unit) ** 2, axis=-1),
+                               rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(recon[True], np.mean((np.tanh(raw) - unit) ** 2, axis=-1),
+                               rtol=1e-5, atol=1e-6)
+    far = vae.decode(params["vae"], batch["obs"], 1e3 * np.ones((len(unit), 2), np.float32))
+    assert np.max(np.abs(far)) > 1.0
 
 
 def test_target_mixes_the_critics_min_and_max_by_lam():

@@ -30,8 +30,9 @@ Defaults are d3rlpy 2.8's `BCQConfig` under its names (RLlib has no BCQ): learni
 `rl_start_step=0`, `beta=0.5`, latent width twice the action's, log-std in [-4, 15], 256-256
 ReLU networks from PyTorch's `nn.Linear` draw. One difference from d3rlpy's code: the decoder's
 output is tanh-squashed into the unit box (the paper's; d3rlpy 2.8's `VAEDecoder` skips the
-tanh at its default `with_squash=True`). Box actions with finite bounds only; no recurrent
-form.
+tanh at its default `with_squash=True`); `squash_decoder=False` gives d3rlpy's raw decoder,
+whose candidates only the perturbation's clip keeps in the box. Box actions with finite bounds
+only; no recurrent form.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from rljax_offline.algorithms.actor_critic_parts import (
 from rljax_offline.algorithms.config import AlgorithmConfig, ConfigError
 from rljax_offline.algorithms.cql import repeat_rows, split_keys
 from rljax_offline.algorithms.options import (
+    boolean,
     non_negative_float,
     non_negative_int,
     option,
@@ -162,6 +164,9 @@ class BCQConfig(ActorCriticBaseConfig):
                          "weight of the VAE's KL term")
     rl_start_step: int = option(0, "training", non_negative_int,
                                 "updates of the VAE alone before the critic and actor learn")
+    squash_decoder: bool = option(True, "training", boolean,
+                                  "tanh on the VAE decoder's actions (the paper's); False: "
+                                  "its raw output, as d3rlpy 2.8's")
 
     def check_spaces(self, obs_spec, act_spec) -> None:
         check_box(self, act_spec, "; for Discrete actions use DiscreteBCQConfig")
@@ -170,7 +175,7 @@ class BCQConfig(ActorCriticBaseConfig):
         self.check_spaces(obs_spec, act_spec)
         dim = int(sp.flat_dim(act_spec))
         to_unit, env_action = unit_box(act_spec)
-        vae = conditional_vae(obs_spec, dim, 2 * dim, self.model_config)
+        vae = conditional_vae(obs_spec, dim, 2 * dim, self.model_config, self.squash_decoder)
         perturb = perturbation_actor(obs_spec, dim, self.model_config,
                                      self.action_flexibility)
         q = ensemble(continuous_q_network(obs_spec, act_spec, self.model_config),

@@ -4,7 +4,9 @@
 * encoder: `(s, a) -> (mu, log_std)` of the latent `z` (`latent_dim` wide), `log_std`
   clipped to `[-4, 15]` (d3rlpy's bounds for BCQ and PLAS);
 * decoder: `(s, z) -> tanh(...)`, an action in the unit box (actions scaled to `[-1, 1]` by the
-  Box bounds, as d3rlpy's `MinMaxActionScaler`);
+  Box bounds, as d3rlpy's `MinMaxActionScaler`); with `squash=False` its raw output (what
+  d3rlpy 2.8's `VAEDecoder` returns at its default `with_squash=True`), which the loss then
+  fits and the caller clips;
 * loss per example: `mean_d (D(s, z) - a)^2 + beta * mean_j KL(N(mu_j, sigma_j) || N(0, 1))`,
   `z = mu + sigma * eps` reparameterised (d3rlpy's `compute_vae_error`: a mean over the
   action's and the latent's dimensions);
@@ -79,8 +81,8 @@ class ConditionalVAE(NamedTuple):
     decode_pre_tanh: Callable
 
 
-def conditional_vae(obs_spec: Any, act_dim: int, latent_dim: int, model_config: dict
-                    ) -> ConditionalVAE:
+def conditional_vae(obs_spec: Any, act_dim: int, latent_dim: int, model_config: dict,
+                    squash: bool = True) -> ConditionalVAE:
     """The VAE of actions given observations (see the module docstring).
 
     Args:
@@ -88,6 +90,7 @@ def conditional_vae(obs_spec: Any, act_dim: int, latent_dim: int, model_config: 
       act_dim: the flat action width.
       latent_dim: the latent's width (BCQ and PLAS: twice the action's).
       model_config: the encoder's and the decoder's model config.
+      squash: tanh on the decoder's output (the paper's); False: its raw output, as d3rlpy's.
     """
     encoder = conditioned_mlp(obs_spec, act_dim, 2 * latent_dim, model_config)
     decoder = conditioned_mlp(obs_spec, latent_dim, act_dim, model_config)
@@ -104,7 +107,8 @@ def conditional_vae(obs_spec: Any, act_dim: int, latent_dim: int, model_config: 
         return decoder.apply(params["decoder"], obs, latent)
 
     def decode(params, obs, latent):
-        return jnp.tanh(decode_pre_tanh(params, obs, latent))
+        raw = decode_pre_tanh(params, obs, latent)
+        return jnp.tanh(raw) if squash else raw
 
     return ConditionalVAE(init, encode, decode, int(latent_dim), decode_pre_tanh)
 
