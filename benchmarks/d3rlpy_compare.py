@@ -126,9 +126,9 @@ CASES = {
                                 d3rlpy_greedy=True),
     "calql-pendulum": Case("pendulum-mixed", "CalQL", CalQLConfig(), 6000),
     "bcq-pendulum": Case("pendulum-mixed", "BCQ", BCQConfig(), 20000),
-    # Ours with d3rlpy 2.8's decoder (its raw output, no tanh; ours squashes, the paper's).
-    "bcq-raw-decoder-pendulum": Case("pendulum-mixed", "BCQ",
-                                     BCQConfig().training(squash_decoder=False), 20000),
+    # Ours with the paper's tanh-squashed decoder (d3rlpy 2.8's, our default, has no tanh).
+    "bcq-tanh-decoder-pendulum": Case("pendulum-mixed", "BCQ",
+                                      BCQConfig().training(squash_decoder=True), 20000),
     "discrete-bcq-cartpole": Case("cartpole-mixed", "DiscreteBCQ", DiscreteBCQConfig(), 20000),
     # PLAS's default warm-up (500,000 VAE updates) is longer than a run: 5,000 on both sides.
     "plas-pendulum": Case("pendulum-mixed", "PLAS", PLASConfig().training(warmup_steps=5000),
@@ -204,7 +204,7 @@ HOPPER_ZOO["rebrac-actor-beta-0.01"] = CASES["rebrac-pendulum"]._replace(
 # The same penalty on both sides: whether d3rlpy's runs hold with it too.
 HOPPER_ZOO["rebrac-both-actor-beta-0.01"] = HOPPER_ZOO["rebrac-actor-beta-0.01"]._replace(
     d3rlpy_overrides={"actor_beta": 0.01})
-HOPPER_ZOO["bcq-raw-decoder"] = CASES["bcq-raw-decoder-pendulum"]
+HOPPER_ZOO["bcq-tanh-decoder"] = CASES["bcq-tanh-decoder-pendulum"]
 for _data in ("hopper-medium", "hopper-medium-replay"):
     for _short, _case in HOPPER_ZOO.items():
         CASES[f"{_short}-{_data}"] = _case._replace(recipe=_data)

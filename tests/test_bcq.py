@@ -74,10 +74,12 @@ def test_vae_loss_is_reconstruction_plus_beta_kl():
     assert np.all(np.abs(vae.decode(params, batch["obs"], 100 * mu)) <= 1.0)
 
 
-def test_squash_decoder_false_fits_and_proposes_the_raw_decoder_output():
-    """`squash_decoder=False` (the swap for d3rlpy 2.8's decoder, which skips the tanh at its
-    default): the VAE's reconstruction is of the decoder's raw output, its proposals leave the
-    unit box, and the perturbation's clip still keeps every action inside the bounds."""
+def test_default_decoder_is_raw_as_d3rlpys_and_squash_decoder_adds_the_tanh():
+    """By default (d3rlpy 2.8's decoder, which skips the tanh at its default) the VAE's
+    reconstruction is of the decoder's raw output and its proposals leave the unit box, while
+    the perturbation's clip still keeps every action inside the bounds; `squash_decoder=True`
+    (the paper's) fits the tanh of the same output."""
+    assert BCQConfig().squash_decoder is False
     batch, ks = random_batch(), keys()
     unit = batch["actions"] / 2.0
     recon = {}

@@ -28,11 +28,12 @@ Defaults are d3rlpy 2.8's `BCQConfig` under its names (RLlib has no BCQ): learni
 1e-3 (`actor_lr`, `critic_lr`, `imitator_lr`), batch 100, `gamma=0.99`, `tau=0.005`,
 `n_critics=2`, `lam=0.75`, `n_action_samples=100`, `action_flexibility=0.05`,
 `rl_start_step=0`, `beta=0.5`, latent width twice the action's, log-std in [-4, 15], 256-256
-ReLU networks from PyTorch's `nn.Linear` draw. One difference from d3rlpy's code: the decoder's
-output is tanh-squashed into the unit box (the paper's; d3rlpy 2.8's `VAEDecoder` skips the
-tanh at its default `with_squash=True`); `squash_decoder=False` gives d3rlpy's raw decoder,
-whose candidates only the perturbation's clip keeps in the box. Box actions with finite bounds
-only; no recurrent form.
+ReLU networks from PyTorch's `nn.Linear` draw, and d3rlpy's decoder: its raw output, with no
+tanh (d3rlpy 2.8's `VAEDecoder` skips it at its default `with_squash=True`), so only the
+perturbation's clip keeps the candidates in the box. `squash_decoder=True` gives the paper's
+tanh-squashed decoder, which trails d3rlpy's on the 6,000-transition `hopper-medium-replay`
+set (docs/benchmarks/zoo-parity-20k.md). Box actions with finite bounds only; no recurrent
+form.
 """
 
 from __future__ import annotations
@@ -164,7 +165,7 @@ class BCQConfig(ActorCriticBaseConfig):
                          "weight of the VAE's KL term")
     rl_start_step: int = option(0, "training", non_negative_int,
                                 "updates of the VAE alone before the critic and actor learn")
-    squash_decoder: bool = option(True, "training", boolean,
+    squash_decoder: bool = option(False, "training", boolean,
                                   "tanh on the VAE decoder's actions (the paper's); False: "
                                   "its raw output, as d3rlpy 2.8's")
 
