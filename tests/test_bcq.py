@@ -47,6 +47,7 @@ def test_d3rlpy_defaults():
         0.99, 0.005, 2, 0.75, 100)
     assert (c.action_flexibility, c.rl_start_step, c.beta, c.lr, c.algo_name) == (
         0.05, 0, 0.5, None, "bcq")
+    assert c.squash_decoder is False  # d3rlpy 2.8's decoder skips the tanh at its default
     assert c.model_config == {"fcnet_hiddens": [256, 256], "fcnet_activation": "relu",
                               **TORCH_DEFAULT}
 
@@ -74,12 +75,11 @@ def test_vae_loss_is_reconstruction_plus_beta_kl():
     assert np.all(np.abs(vae.decode(params, batch["obs"], 100 * mu)) <= 1.0)
 
 
-def test_default_decoder_is_raw_as_d3rlpys_and_squash_decoder_adds_the_tanh():
-    """By default (d3rlpy 2.8's decoder, which skips the tanh at its default) the VAE's
-    reconstruction is of the decoder's raw output and its proposals leave the unit box, while
-    the perturbation's clip still keeps every action inside the bounds; `squash_decoder=True`
-    (the paper's) fits the tanh of the same output."""
-    assert BCQConfig().squash_decoder is False
+def test_raw_decoder_fits_its_output_and_squash_decoder_fits_the_tanh():
+    """With the raw decoder (the default, d3rlpy 2.8's) the VAE's reconstruction is of the
+    decoder's raw output and its proposals leave the unit box, while the perturbation's clip
+    still keeps every action inside the bounds; `squash_decoder=True` (the paper's) fits the
+    tanh of the same output."""
     batch, ks = random_batch(), keys()
     unit = batch["actions"] / 2.0
     recon = {}
