@@ -125,6 +125,20 @@ def test_a_swap_of_ours_alone_reuses_its_base_cases_d3rlpy_runs():
         assert dc.d3rlpy_side(dc.CASES[base]) == dc.d3rlpy_side(case)
 
 
+def test_every_decision_transformer_case_scales_returns_alike_on_both_sides():
+    """A scaled Decision Transformer case is a fair comparison only when d3rlpy's reward
+    scaler multiplies the returns-to-go by ours' `return_scale` (both unscaled otherwise),
+    and a Hopper case acts towards its set's expert return (`for_data`), not Pendulum's."""
+    dts = {name: case for name, case in d3rlpy_compare.CASES.items()
+           if hasattr(case.ours, "return_scale")}
+    assert "dt-small-scaled-hopper-medium" in dts and "dt-pendulum-small-scaled" in dts
+    for name, case in dts.items():
+        d3rlpy_scale = (case.d3rlpy_overrides or {}).get("reward_scale", 1.0)
+        assert case.ours.return_scale == d3rlpy_scale, name
+        if "hopper" in name:
+            assert case.ours.target_return is None, name
+
+
 @pytest.mark.parametrize("data", ["pendulum-mixed", "hopper-medium-replay"])
 def test_fine_tuning_benchmark_trains_cql_and_calql_alike_but_for_the_bound(data):
     """The offline-to-online benchmark gives CQL and Cal-QL every shared option alike, so the
