@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import gymnasium as gym
+import jax
 import numpy as np
 import pytest
 
@@ -72,10 +73,15 @@ def test_dataset_json_and_columns(made):
     from rljax_offline.data import read_episodes
 
     _, out = made
+    mujoco = pytest.importorskip("mujoco")
     env = gym.make("Hopper-v5")
     for kind, path in out.items():
         meta = read_meta(path)
         assert REQUIRED <= set(meta), REQUIRED - set(meta)
+        # What made the set and its SAC run: the versions a remade set is compared by.
+        for made in (meta["made_with"], meta["sac"]["made_with"]):
+            assert made["packages"]["jax"] == jax.__version__
+            assert made["packages"]["mujoco"] == mujoco.__version__ and made["cpu"]
         eps = read_episodes(path)
         assert meta["kind"] == kind and meta["env_id"] == "Hopper-v5" and meta["seed"] == 3
         assert meta["num_episodes"] == len(eps) and meta["num_steps"] == sum(map(len, eps))

@@ -197,6 +197,7 @@ def test_recipe_writes_multi_agent_data_deterministically(tmp_path):
     assert meta["module_ids"] == ["spread"] and meta["epsilon"] == 0.5
     assert meta["ref_min_score"] < meta["ref_max_score"]
     assert json.loads((tmp_path / "a" / "dataset.json").read_text()) == meta
+    assert meta["made_with"]["packages"]["jax"] == jax.__version__  # what made it
     eps = read_multi_agent_episodes(str(tmp_path / "a"))
     assert [e.id_ for e in eps] == [f"{name}-s7-{k:06d}" for k in range(5)]
     assert np.isclose(np.mean([e.get_return() for e in eps]), meta["return_mean"])

@@ -13,7 +13,9 @@ uniform random policy and of the expert, over `eval_episodes` episodes each (the
 episode of each of that many envs, so short episodes are not over-counted).
 
 The cache folder holds `behavior.json` (written last: a folder without it is an interrupted
-run and is trained again), `checkpoints/<env steps>/` and `replay/`.
+run and is trained again), `checkpoints/<env steps>/` and `replay/`. A seed gives the same run
+only with the same libraries on the same kind of CPU (SAC amplifies float rounding), so
+`behavior.json` records what made it (`made_with`, `apps.provenance`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from rljax_offline.acting.env_runner import make_vector_env
 from rljax_offline.acting.protocol import as_actor
 from rljax_offline.algorithms.algorithm import Algorithm
 from rljax_offline.algorithms.sac import SACConfig
+from rljax_offline.apps.provenance import made_with
 from rljax_offline.apps.training_loop import checkpointed_steps
 
 POLICY_VERSION = 1  # bump when the SAC recipe changes: runs of other versions are kept apart
@@ -53,6 +56,7 @@ class BehaviorRun:
     expert_return: float = 0.0    # ref_max_score: the expert's mean return (sampled actions)
     eval_episodes: int = 0
     notes: list = field(default_factory=list)
+    made_with: dict = field(default_factory=dict)  # `apps.provenance.made_with()` of the run
 
     def replay_files(self, which: str) -> list[str]:
         """The files of the learner's episodes (`offline_data(output=...)`) finished before
@@ -199,7 +203,7 @@ def behavior_run(env_id: str, *, env_steps: int = 30_000, seed: int = 0,
                       medium=measured["medium"], random_return=random_return,
                       expert_return=measured["expert"]["return_mean"],
                       eval_episodes=eval_episodes,
-                      notes=_notes(measured, random_return, target))
+                      notes=_notes(measured, random_return, target), made_with=made_with())
     write_json(meta, asdict(run))
     log(f"{env_id}: random {random_return:.1f}, medium {measured['medium']['return_mean']:.1f} "
         f"at {medium['env_steps']} env steps, expert {run.expert_return:.1f} at "

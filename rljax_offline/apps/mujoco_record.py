@@ -26,6 +26,7 @@ from rljax_offline.apps.mujoco_datasets import (
     recipe,
 )
 from rljax_offline.apps.mujoco_policies import BehaviorRun, behavior_run, uniform_policy, write_json
+from rljax_offline.apps.provenance import made_with
 from rljax_offline.data import EpisodeWriter, iter_episodes
 from rljax_offline.errors import OutputExistsError, UsageError
 
@@ -150,9 +151,10 @@ def make_dataset(name: str, output: str, *, num_steps: int = DEFAULT_NUM_STEPS,
                 "medium": {k: run.medium[k] for k in ("env_steps", "return_mean")},
                 "expert": {k: run.expert[k] for k in ("env_steps", "return_mean")},
                 "evaluations": [{k: e[k] for k in ("env_steps", "return_mean")}
-                                for e in run.evaluations]},
+                                for e in run.evaluations],
+                "made_with": run.made_with},
         "notes": list(run.notes), "recipe_version": RECIPE_VERSION,
-        "made_by": f"rljax_offline {rljax_offline.__version__}",
+        "made_by": f"rljax_offline {rljax_offline.__version__}", "made_with": made_with(),
         "files": [os.path.basename(f) for f in files],
         "seconds_recording": round(time.perf_counter() - t0, 1),
     }

@@ -54,6 +54,7 @@ from rljax_offline.apps.multi_agent_datasets import (
     recipe,
 )
 from rljax_offline.apps.multi_agent_ippo import ippo_run, module_policies
+from rljax_offline.apps.provenance import made_with
 from rljax_offline.data.multi_agent_io import MultiAgentEpisodeWriter, iter_multi_agent_episodes
 from rljax_offline.errors import OutputExistsError, UsageError
 
@@ -306,7 +307,7 @@ def make_multi_agent_dataset(name: str, output: str, *, num_steps: int = DEFAULT
         "return": "team return: every agent's rewards summed over the episode",
         "action_logp": _ACTION_LOGP[(r.kind == "heuristic", spec.continuous)],
         "recipe_version": RECIPE_VERSION,
-        "made_by": f"rljax_offline {rljax_offline.__version__}",
+        "made_by": f"rljax_offline {rljax_offline.__version__}", "made_with": made_with(),
         "files": [os.path.relpath(f, output) if os.path.isabs(f) else f for f in files],
         "seconds_recording": round(time.perf_counter() - t0, 1),
     }
