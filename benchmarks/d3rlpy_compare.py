@@ -296,6 +296,12 @@ def d3rlpy_run_name(name: str) -> str:
     return next(other for other, case in CASES.items() if d3rlpy_side(case) == side)
 
 
+def figure_name(name: str, updates: int) -> str:
+    """A case's PNG: `NAME.png` at its own update count, `NAME-uUPDATES.png` at another
+    (`--updates`), so a longer run's figure does not replace the case's own."""
+    return f"{name}.png" if updates == CASES[name].updates else f"{name}-u{updates}.png"
+
+
 def run_case(name: str, python: str, seeds: list[int], updates: int | None, evals: int,
              eval_episodes: int, plots: str | None, runs: str | None = None,
              sides: str = "both", reuse_ours: bool = False,
@@ -339,7 +345,7 @@ def run_case(name: str, python: str, seeds: list[int], updates: int | None, eval
         runs_by_label = {f"ours ({ours_config.algo_name})": ours,
                          f"d3rlpy {case.d3rlpy_algo}": theirs}
         plot_runs({k: v for k, v in runs_by_label.items() if v},
-                  os.path.join(plots, f"{name}.png"),
+                  os.path.join(plots, figure_name(name, n)),
                   title=f"{name}: {case.recipe}, batch {batch or DEFAULT_BATCH}")
     if not ours or not theirs:
         return None

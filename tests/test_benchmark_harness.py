@@ -125,6 +125,12 @@ def test_a_swap_of_ours_alone_reuses_its_base_cases_d3rlpy_runs():
         assert dc.d3rlpy_side(dc.CASES[base]) == dc.d3rlpy_side(case)
 
 
+def test_a_longer_run_plots_beside_the_cases_own_figure():
+    assert d3rlpy_compare.figure_name("discrete-bcq-cartpole", 20000) == "discrete-bcq-cartpole.png"
+    assert (d3rlpy_compare.figure_name("discrete-bcq-cartpole", 100000)
+            == "discrete-bcq-cartpole-u100000.png")
+
+
 def test_every_decision_transformer_case_scales_returns_alike_on_both_sides():
     """A scaled Decision Transformer case is a fair comparison only when d3rlpy's reward
     scaler multiplies the returns-to-go by ours' `return_scale` (both unscaled otherwise),
