@@ -79,9 +79,9 @@ def test_dataset_json_and_columns(made):
         meta = read_meta(path)
         assert REQUIRED <= set(meta), REQUIRED - set(meta)
         # What made the set and its SAC run: the versions a remade set is compared by.
-        for made in (meta["made_with"], meta["sac"]["made_with"]):
-            assert made["packages"]["jax"] == jax.__version__
-            assert made["packages"]["mujoco"] == mujoco.__version__ and made["cpu"]
+        for made_with in (meta["made_with"], meta["sac"]["made_with"]):
+            assert made_with["packages"]["jax"] == jax.__version__
+            assert made_with["packages"]["mujoco"] == mujoco.__version__ and made_with["cpu"]
         eps = read_episodes(path)
         assert meta["kind"] == kind and meta["env_id"] == "Hopper-v5" and meta["seed"] == 3
         assert meta["num_episodes"] == len(eps) and meta["num_steps"] == sum(map(len, eps))
