@@ -161,6 +161,7 @@ def test_resume_is_exact(pendulum_mixed, tmp_path):
     assert_resume_is_exact(config.evaluation(evaluation_interval=0), tmp_path)
 
 
+@pytest.mark.slow
 def test_learns_mixed_pendulum_where_its_candidate_selection_matters(pendulum_mixed):
     """10% expert, 90% random-torque Pendulum episodes (behavior cloning stays near -1,050),
     4,000 updates at d3rlpy's defaults (batch 100, learning rates 1e-3) but 10 candidates

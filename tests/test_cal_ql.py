@@ -78,6 +78,7 @@ def test_the_bound_changes_the_loss_only_where_it_is_above_q():
     assert np.all(np.asarray(high_metrics["cql_loss"]) > np.asarray(cql_metrics["cql_loss"]))
 
 
+@pytest.mark.slow
 def test_policy_values_stay_up_where_cql_pushes_them_down():
     """One-step data (reward 10, actions near 1.7) and a policy held still away from the data
     (actor_lr 1e-7), the CQL weight fixed at 5: after 1,000 updates CQL's Q at the policy's

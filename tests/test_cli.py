@@ -24,6 +24,7 @@ def last_json(out):
     return json.loads([line for line in out.stdout.splitlines() if line.startswith("{")][-1])
 
 
+@pytest.mark.slow
 def test_record_inspect_convert_train_evaluate(tmp_path):
     data, tab, run = tmp_path / "data", tmp_path / "tab", tmp_path / "run"
     out = cli("record", "--output", str(data), "--episodes", "20", "--max-rows-per-file", "10")
@@ -144,6 +145,7 @@ def test_model_config_flag_gives_recurrent_policies_and_names_unknown_keys(capsy
         assert e.value.code == 2 and said in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_sac_trains_from_the_cli_with_auto_target_entropy_and_no_update_at_first(tmp_path):
     """`--target-entropy` takes "auto" or a number; an iteration before learning starts has
     no loss, and its progress line, metrics row and learning curve leave it out."""

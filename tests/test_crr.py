@@ -104,6 +104,7 @@ def test_resume_is_exact(pendulum_mixed, tmp_path):
         evaluation_interval=0), tmp_path)
 
 
+@pytest.mark.slow
 def test_learns_mixed_pendulum_where_its_weights_matter(pendulum_mixed):
     """10% expert, 90% random-torque Pendulum episodes (behavior cloning stays near -1,050),
     6,000 updates of batch 256 at learning rates 1e-3: the level (mean of the last two

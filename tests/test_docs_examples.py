@@ -118,6 +118,7 @@ def test_algorithms_zoo_page(workdir, capsys):
     assert "1000 0.001 0.75" in out
 
 
+@pytest.mark.slow
 def test_multi_agent_training_page(workdir, capsys):
     """Random simple_spread data, shared and per-agent BC, a checkpoint, team OPE; the
     printed lines are the page's."""

@@ -262,6 +262,7 @@ def test_cli_make_and_its_errors(tmp_path, capsys):
     assert {r["dataset"] for r in listed if r.get("multi_agent")} == set(RECIPES)
 
 
+@pytest.mark.slow
 def test_ippo_sets_come_from_one_cached_run(tmp_path):
     """A tiny IPPO run (2 iterations) makes every kind: medium-replay is IPPO's own rollouts
     up to the medium checkpoint (their returns are the sampled ones), medium and expert

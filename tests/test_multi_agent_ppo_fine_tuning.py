@@ -47,6 +47,7 @@ def _ppo(env, policies, mapping, **training):
                       **training))
 
 
+@pytest.mark.slow
 def test_two_modules_start_from_a_bc_checkpoint(tmp_path):
     data = _record(LISTENER, str(tmp_path / "data"), MAPPING)
     bc = _offline(BCConfig(), LISTENER, data, {"speaker", "listener"}, MAPPING)

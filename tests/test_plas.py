@@ -86,6 +86,7 @@ def test_resume_is_exact_across_the_phase_change(pendulum_mixed, tmp_path):
     assert_resume_is_exact(config.evaluation(evaluation_interval=0), tmp_path)
 
 
+@pytest.mark.slow
 def test_learns_mixed_pendulum_where_its_latent_actor_matters(pendulum_mixed):
     """10% expert, 90% random-torque Pendulum episodes (behavior cloning stays near -1,050):
     1,000 updates of the VAE, 3,000 of critic and actor, batch 100, actor and VAE rates 1e-3

@@ -175,6 +175,7 @@ def test_resume_is_exact(pendulum_expert, tmp_path):
         evaluation_interval=0), tmp_path)
 
 
+@pytest.mark.slow
 def test_learns_pendulum_from_expert_data_with_its_bc_penalties(pendulum_expert):
     """Expert-only Pendulum data (narrow coverage: the case the penalties are for), CORL's
     penalty weights (1.0, 1.0), 3,000 updates of batch 256: the level (mean of the last two

@@ -94,6 +94,7 @@ def test_shared_layers_on_images_share_the_cnn():
                for x in jax.tree_util.tree_leaves(g["policy"]["params"]["encoder"]))
 
 
+@pytest.mark.slow
 def test_marwil_with_shared_layers_learns_its_value_head(tmp_path):
     """MARWIL's value head rides on the policy's encoder: its loss falls."""
     from rljax_offline import record_expert
