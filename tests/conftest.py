@@ -10,6 +10,15 @@ import pytest  # noqa: E402
 
 from rljax_offline.algorithms import registry  # noqa: E402
 from rljax_offline.apps.recipes import record_mixed  # noqa: E402
+from rljax_offline.runtime import compilation_cache  # noqa: E402
+
+# Every program a test compiles goes through the persistent compilation cache from the start,
+# not only after the first `Algorithm` a worker builds (which turns it on for the process):
+# many tests jit learners, pipelines and samplers directly, and a run of a few such files
+# compiled them all again each time. A second run now loads them from disk, about 4x faster
+# (tests/test_learner_core.py and five other files: 460 s -> 114 s). The whole suite gains
+# little, its workers build an Algorithm early. `RLJAX_OFFLINE_COMPILATION_CACHE=0`: cold.
+compilation_cache.enable("auto")
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 # RLlib-written files (see tests/fixtures/rllib_cartpole/README.md), kept inside the checkout
