@@ -100,10 +100,11 @@ def case_named(name):
     raise KeyError(f"no algorithm case named {name!r}; the cases are {case_ids()}")
 
 
-# The default run's representatives in the cross-cutting tests that compile several programs
-# per case: Discrete; Box with an actor, target copies and a Lagrangian weight; the sequence
-# model. Every other case is marked slow there, so the default run stays near 10 minutes and
-# CI, which runs the slow tests too, still checks every algorithm.
+# The default run's representatives in the tests that run once per algorithm: Discrete; Box
+# with an actor, target copies and a Lagrangian weight; the sequence model. Every other case
+# is marked slow there, so these tests' share of the default run stays the same as the registry
+# grows (a new algorithm's own test file is what it adds), and CI, which runs the slow tests
+# too, still checks every algorithm.
 DEFAULT_RUN_CASES = ("cql-discrete", "cql-box", "decision_transformer-box")
 assert set(DEFAULT_RUN_CASES) <= set(case_ids()), "DEFAULT_RUN_CASES names no case"
 
@@ -113,6 +114,14 @@ def with_slow_marks(cases=None):
     `DEFAULT_RUN_CASES` marked slow."""
     return [c if c[0] in DEFAULT_RUN_CASES else pytest.param(c, marks=pytest.mark.slow)
             for c in (ALGORITHM_CASES if cases is None else cases)]
+
+
+def names_with_slow_marks(default_names):
+    """Every registered algorithm's name as a pytest parameter, every name but `default_names`
+    (the default run's representatives, chosen by the test) marked slow."""
+    assert set(default_names) <= set(registry.names()), f"{default_names}: not all registered"
+    return [n if n in default_names else pytest.param(n, marks=pytest.mark.slow)
+            for n in registry.names()]
 
 
 def random_columns(columns, obs_space, act_space, n, seed=0):

@@ -1,4 +1,4 @@
-"""Shared helpers for the CQL and IQL tests: one update on a hand-made batch, the exact-resume
+"""Shared helpers for the algorithms' tests: one update on a hand-made batch, the exact-resume
 check through the registry, and the evaluation returns of a short run."""
 
 import jax
@@ -33,25 +33,28 @@ def run_updates(spec, batch, *counts, seed=0):
 
 
 def assert_resume_is_exact(config, tmp_path):
-    """3 iterations straight == 1 iteration, save, `Algorithm.from_checkpoint` (the registry
-    finds the algorithm by name), 2 more: params, optimizer states and extras bit for bit."""
+    """3 iterations straight == 1 iteration, save, `Algorithm.from_checkpoint` (no config: the
+    registry rebuilds the algorithm by name), 2 more: the learner's metrics and the whole state
+    (params, target copies, optimizer states, extras, RNG, connector state) bit for bit. The
+    straight run is the one saved after its first iteration: saving leaves it as it was."""
     straight = config.build()
-    losses_straight = [straight.train()["learners"][LEARNER_KEYS] for _ in range(3)]
-    first = config.build()
-    first.train()
-    first.save(str(tmp_path / "ckpt"))
+    metrics_straight = [straight.train()["learners"][LEARNER_KEYS]]
+    straight.save(str(tmp_path / "ckpt"))
+    metrics_straight += [straight.train()["learners"][LEARNER_KEYS] for _ in range(2)]
     resumed = Algorithm.from_checkpoint(str(tmp_path / "ckpt"))
     assert type(resumed.config) is type(config) and resumed.iteration == 1
-    losses_resumed = [resumed.train()["learners"][LEARNER_KEYS] for _ in range(2)]
-    for a, b in zip(losses_straight[1:], losses_resumed):
+    metrics_resumed = [resumed.train()["learners"][LEARNER_KEYS] for _ in range(2)]
+    for a, b in zip(metrics_straight[1:], metrics_resumed):
         assert {k: float(v) for k, v in a.items()} == {k: float(v) for k, v in b.items()}
-    for part in ("params", "opt_states", "extra"):
-        x, y = getattr(straight.state, part), getattr(resumed.state, part)
-        same = jax.tree_util.tree_map(lambda u, v: bool(np.array_equal(np.asarray(u),
-                                                                       np.asarray(v))), x, y)
-        assert all(jax.tree_util.tree_leaves(same)), part
+    want, got = jax.device_get((straight.state, resumed.state))
+    assert jax.tree_util.tree_structure(want) == jax.tree_util.tree_structure(got)
+    for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(want),
+                            jax.tree_util.tree_leaves(got)):
+        assert np.array_equal(np.asarray(a), np.asarray(b)), jax.tree_util.keystr(path)
     updates = 3 * config.num_updates_per_iteration
-    assert int(straight.state.step) == int(resumed.state.step) == updates
+    assert int(want.step) == int(got.step) == updates
+    straight.stop()
+    resumed.stop()
 
 
 def evaluation_returns(config, iterations):

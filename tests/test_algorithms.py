@@ -7,7 +7,8 @@ import gymnasium as gym
 import jax
 import numpy as np
 import pytest
-from learner_testlib import OFFLINE_ALGORITHM_CASES, case_ids, max_diff, with_slow_marks
+from learner_testlib import OFFLINE_ALGORITHM_CASES, case_ids, with_slow_marks
+from offline_rl_testlib import assert_resume_is_exact
 
 from rljax_offline import Algorithm, BCConfig, ConfigError, MARWILConfig
 from rljax_offline.acting.env_runner import EnvRunner, record_expert
@@ -60,27 +61,15 @@ def test_bc_reaches_450_on_cartpole(cartpole_data):
 @pytest.mark.parametrize("case", with_slow_marks(OFFLINE_ALGORITHM_CASES),
                          ids=case_ids(OFFLINE_ALGORITHM_CASES))
 def test_resume_is_exact_for_every_algorithm(case, cartpole_data, pendulum_data, tmp_path):
-    """Save after one iteration, restore with `Algorithm.from_checkpoint` (no config: the
-    registry rebuilds the right algorithm), train on: bit-identical to an uninterrupted run,
-    every network, target copy and optimizer state included."""
-    name, base, (obs_space, _) = case
+    """Every offline algorithm resumes bit for bit (`offline_rl_testlib.assert_resume_is_exact`)
+    on two devices."""
+    _, base, (obs_space, _) = case
     env, data = (("CartPole-v1", cartpole_data) if obs_space.shape == (4,)
                  else ("Pendulum-v1", pendulum_data))
-    cfg = (base.environment(env).offline_data(input_=data)
-           .training(num_updates_per_iteration=5, train_batch_size_per_learner=64)
-           .learners(num_devices=2).evaluation(evaluation_interval=0))
-    straight = cfg.build()
-    r1 = [straight.train() for _ in range(3)]
-    first = cfg.build()
-    first.train()
-    first.save(str(tmp_path / "ckpt"))
-    resumed = Algorithm.from_checkpoint(str(tmp_path / "ckpt"))
-    assert type(resumed.config) is type(base) and resumed.iteration == 1
-    r2 = [resumed.train() for _ in range(2)]
-    for a, b in zip(r1[1:], r2):
-        assert a["learners"]["default_policy"] == b["learners"]["default_policy"]
-    assert max_diff(straight.state, resumed.state) == 0.0
-    assert set(straight.state.params) == set(resumed.state.params)
+    assert_resume_is_exact(
+        base.environment(env).offline_data(input_=data)
+        .training(num_updates_per_iteration=5, train_batch_size_per_learner=64)
+        .learners(num_devices=2).evaluation(evaluation_interval=0), tmp_path)
 
 
 def test_checkpoint_without_config_and_bad_checkpoint(cartpole_data, tmp_path):

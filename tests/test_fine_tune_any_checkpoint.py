@@ -1,10 +1,12 @@
 """PPO fine-tuning (`init_policy_from`) from every registered algorithm's checkpoint: it starts
 from the checkpoint's policy weights, or refuses with a one-line `PolicyMismatchError` that says
-why and which algorithms can be used (never a raw KeyError)."""
+why and which algorithms can be used (never a raw KeyError). The default run checks
+BC (PPO starts from it) and CQL (refused on both action spaces); CI, every name."""
 
 import jax
 import numpy as np
 import pytest
+from learner_testlib import names_with_slow_marks
 
 from rljax_offline import ConfigError, PPOConfig
 from rljax_offline.acting.recording import PolicyMismatchError
@@ -28,7 +30,7 @@ CAN_START = {("cql", "CartPole-v1"): False, ("cql", "Pendulum-v1"): False,
 
 
 @pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1"])
-@pytest.mark.parametrize("name", registry.names())
+@pytest.mark.parametrize("name", names_with_slow_marks(("bc", "cql")))
 def test_ppo_starts_from_every_registered_algorithms_checkpoint_or_says_why(name, env,
                                                                             tmp_path):
     try:

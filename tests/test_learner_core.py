@@ -1,4 +1,5 @@
-"""The learning core, for every algorithm in `learner_testlib.ALGORITHM_CASES`:
+"""The learning core, for every algorithm in `learner_testlib.ALGORITHM_CASES` (the default
+run: its representatives, `DEFAULT_RUN_CASES`; CI: all):
 
 * shard_map (check_vma on) over 8 and 1 devices, jax.pmap over 8, and plain jit agree;
 * the on-device scan over 8 devices equals 1 device;
@@ -32,11 +33,6 @@ from rljax_offline.learning.spec import LearningSpec, Loss
 TOL64 = 1e-9
 
 
-@pytest.fixture(params=ALGORITHM_CASES, ids=case_ids())
-def case(request):
-    return request.param
-
-
 def _setup(case, n_rows=64, seed=0):
     _, config, spaces = case
     spec = spec_for(config, spaces)
@@ -53,7 +49,6 @@ def _run_steps(learning, mode, n_dev, batches, seed=0):
     return jax.device_get(state), jax.device_get(metrics)
 
 
-# these two compile several programs a case: all but `DEFAULT_RUN_CASES` marked slow
 @pytest.mark.parametrize("case", with_slow_marks(), ids=case_ids())
 def test_modes_and_device_counts_agree(case):
     with jax.enable_x64(True):
@@ -99,6 +94,7 @@ def test_scan_on_eight_devices_equals_one(case):
         assert diff < TOL64
 
 
+@pytest.mark.parametrize("case", with_slow_marks(), ids=case_ids())
 def test_masked_rows_do_not_count(case):
     learning, data = _setup(case, n_rows=64)
     dp = DataParallel(learning, select_devices(8), 64)

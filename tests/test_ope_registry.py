@@ -2,13 +2,15 @@
 `ActingSpec`, a key-drawing one included: BCQ's candidates) runs through `ope.estimate` on
 recorded data of each action space it accepts, from its registry line alone: FQE's estimate
 is finite, and importance sampling covers every episode where the target has a density of the
-recorded actions (a deterministic Box target is refused by a named error instead).
+recorded actions (a deterministic Box target is refused by a named error instead). The default
+run checks CQL (both action spaces) and BCQ (acting draws with a key); CI, every name.
 
 The policies are the algorithms' initial ones (no training: OPE's plumbing is what is under
 test; the estimators' numbers are tests/test_ope_estimators.py's and test_ope_fqe.py's)."""
 
 import numpy as np
 import pytest
+from learner_testlib import names_with_slow_marks
 
 from rljax_offline import ope
 from rljax_offline.acting.env_runner import record_expert
@@ -33,7 +35,7 @@ def recorded(tmp_path_factory):
 
 
 @pytest.mark.parametrize("env", list(ENVS))
-@pytest.mark.parametrize("name", registry.names())
+@pytest.mark.parametrize("name", names_with_slow_marks(("cql", "bcq")))
 def test_every_acting_algorithm_runs_through_off_policy_evaluation(name, env, recorded):
     try:
         algo = (registry.config_class(name)().environment(env).rl_module(model_config=TINY)

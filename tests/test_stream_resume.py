@@ -2,7 +2,8 @@
 the very batches that followed it (leftover rows and connector state included, over epoch
 ends); a reader started at episode k of a shuffled order gives that order's tail; every
 offline algorithm saved mid-stream and restored trains on bit-identical to an uninterrupted
-run, with a mean-std filter in the learner pipeline. (SIGKILL of a streaming `run_training`:
+run, with a mean-std filter in the learner pipeline (the default run: `DEFAULT_RUN_CASES`'s
+Discrete one; CI: all). (SIGKILL of a streaming `run_training`:
 tests/test_faults_resume.py.)"""
 
 import json
@@ -13,7 +14,7 @@ import jax
 import numpy as np
 import pytest
 from fault_testlib import cartpole_episodes
-from learner_testlib import OFFLINE_ALGORITHM_CASES, max_diff
+from learner_testlib import OFFLINE_ALGORITHM_CASES, case_ids, max_diff, with_slow_marks
 
 from rljax_offline import Algorithm
 from rljax_offline.connectors import mean_std_filter
@@ -128,7 +129,7 @@ def _streaming(base, data):
 DISCRETE_CASES = [c for c in OFFLINE_ALGORITHM_CASES if c[0].endswith("discrete")]
 
 
-@pytest.mark.parametrize("case", DISCRETE_CASES, ids=[c[0] for c in DISCRETE_CASES])
+@pytest.mark.parametrize("case", with_slow_marks(DISCRETE_CASES), ids=case_ids(DISCRETE_CASES))
 def test_save_mid_stream_and_restore_is_exact_for_every_algorithm(case, stream_data, tmp_path):
     """Two iterations (past the first epoch end, rows waiting in the leftover buffer), save,
     restore into a new algorithm, two more: bit-identical to four straight, the filter
