@@ -6,11 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax_offline import spaces as sp
-from rljax_offline.algorithms.algorithm import Algorithm
 from rljax_offline.learning.data_parallel import DataParallel, select_devices
 from rljax_offline.learning.init import init_state
-
-LEARNER_KEYS = "default_policy"
 
 
 def spec_of(config, obs_space, act_space):
@@ -32,27 +29,35 @@ def run_updates(spec, batch, *counts, seed=0):
     return out[0] if len(out) == 1 else out
 
 
-def assert_resume_is_exact(config, tmp_path):
-    """3 iterations straight == 1 iteration, save, `Algorithm.from_checkpoint` (no config: the
-    registry rebuilds the algorithm by name), 2 more: the learner's metrics and the whole state
-    (params, target copies, optimizer states, extras, RNG, connector state) bit for bit. The
-    straight run is the one saved after its first iteration: saving leaves it as it was."""
+def assert_resume_is_exact(config, tmp_path, iterations=3, restore_with_config=False):
+    """`iterations` straight == 1 iteration, save, `from_checkpoint` (the algorithm's class;
+    without the config, the registry rebuilds the algorithm by name), the rest: every module's
+    learner metrics and the whole state (params, target copies, optimizer states, extras, RNG,
+    connector state; every module's for a multi-agent algorithm) bit for bit. The straight run
+    is the one saved after its first iteration: saving leaves it as it was."""
     straight = config.build()
-    metrics_straight = [straight.train()["learners"][LEARNER_KEYS]]
+
+    def module_metrics(algo):
+        learners = algo.train()["learners"]
+        return {m: {k: np.asarray(v).tolist() for k, v in metrics.items()}
+                for m, metrics in learners.items()
+                if m != "__all_modules__"}
+
+    metrics_straight = [module_metrics(straight)]
     straight.save(str(tmp_path / "ckpt"))
-    metrics_straight += [straight.train()["learners"][LEARNER_KEYS] for _ in range(2)]
-    resumed = Algorithm.from_checkpoint(str(tmp_path / "ckpt"))
+    metrics_straight += [module_metrics(straight) for _ in range(iterations - 1)]
+    resumed = type(straight).from_checkpoint(str(tmp_path / "ckpt"),
+                                             config if restore_with_config else None)
     assert type(resumed.config) is type(config) and resumed.iteration == 1
-    metrics_resumed = [resumed.train()["learners"][LEARNER_KEYS] for _ in range(2)]
-    for a, b in zip(metrics_straight[1:], metrics_resumed):
-        assert {k: float(v) for k, v in a.items()} == {k: float(v) for k, v in b.items()}
+    assert [module_metrics(resumed) for _ in range(iterations - 1)] == metrics_straight[1:]
     want, got = jax.device_get((straight.state, resumed.state))
     assert jax.tree_util.tree_structure(want) == jax.tree_util.tree_structure(got)
     for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(want),
                             jax.tree_util.tree_leaves(got)):
         assert np.array_equal(np.asarray(a), np.asarray(b)), jax.tree_util.keystr(path)
-    updates = 3 * config.num_updates_per_iteration
-    assert int(want.step) == int(got.step) == updates
+    steps = {int(n) for path, leaf in jax.tree_util.tree_leaves_with_path(want)
+             if jax.tree_util.keystr(path).endswith(".step") for n in np.ravel(leaf)}
+    assert steps == {iterations * config.num_updates_per_iteration}, steps  # (stacked modules)
     straight.stop()
     resumed.stop()
 

@@ -13,6 +13,7 @@ actions and short episodes.
 import jax
 import numpy as np
 import pytest
+from offline_rl_testlib import assert_resume_is_exact
 
 pytest.importorskip("mpe2")
 
@@ -21,7 +22,6 @@ from rljax_offline.acting.multi_agent_runner import (  # noqa: E402
     MultiAgentEnvRunner,
     random_policy,
 )
-from rljax_offline.algorithms.multi_agent import MultiAgentAlgorithm  # noqa: E402
 from rljax_offline.algorithms.multi_agent_data import read_input  # noqa: E402
 from rljax_offline.connectors.joint_rows import joint_rows  # noqa: E402
 from rljax_offline.data.multi_agent_io import write_multi_agent_episodes  # noqa: E402
@@ -167,16 +167,7 @@ def test_eight_devices_give_the_one_device_result(spread):
 
 def test_save_and_restore_resume_exactly(spread, tmp_path):
     config = _config(spread, actor_q_actions="own")  # the other form of the actor's Q term
-    straight = config.build()
-    straight.train()
-    straight.train()
-    first = config.build()
-    first.train()
-    first.save(str(tmp_path / "ckpt"))
-    resumed = MultiAgentAlgorithm.from_checkpoint(str(tmp_path / "ckpt"))
-    assert resumed.iteration == 1
-    resumed.train()
-    assert _max_diff(_params(straight), _params(resumed)) == 0.0
+    assert_resume_is_exact(config, tmp_path, iterations=2)
 
 
 def test_without_the_env_state_the_critic_reads_the_concatenated_observations(tmp_path):

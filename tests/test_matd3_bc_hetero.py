@@ -15,6 +15,7 @@ Box(0, 1, (5,))), the modules `speaker` and `listener`, recorded here with rando
 import jax
 import numpy as np
 import pytest
+from offline_rl_testlib import assert_resume_is_exact
 
 pytest.importorskip("mpe2")
 
@@ -23,7 +24,6 @@ from rljax_offline.acting.multi_agent_runner import (  # noqa: E402
     MultiAgentEnvRunner,
     random_policy,
 )
-from rljax_offline.algorithms.multi_agent import MultiAgentAlgorithm  # noqa: E402
 from rljax_offline.algorithms.multi_agent_data import read_input  # noqa: E402
 from rljax_offline.connectors.joint_rows import joint_rows  # noqa: E402
 from rljax_offline.data.multi_agent_io import write_multi_agent_episodes  # noqa: E402
@@ -140,15 +140,7 @@ def test_losses_fall_and_each_module_acts_for_its_agent(data):
 
 def test_save_and_restore_resume_exactly(data, tmp_path):
     config = _config(data, actor_q_actions="own")
-    straight = config.build()
-    straight.train()
-    straight.train()
-    first = config.build()
-    first.train()
-    first.save(str(tmp_path / "ckpt"))
-    resumed = MultiAgentAlgorithm.from_checkpoint(str(tmp_path / "ckpt"), config)
-    resumed.train()
-    assert _max_diff(_params(straight), _params(resumed)) == 0.0
+    assert_resume_is_exact(config, tmp_path, iterations=2, restore_with_config=True)
 
 
 def test_module_overrides_with_several_modules_are_a_named_error(data):

@@ -15,10 +15,10 @@ import gymnasium as gym
 import jax
 import numpy as np
 import pytest
+from offline_rl_testlib import assert_resume_is_exact
 
 from rljax_offline import BCConfig, CQLConfig, IQLConfig
 from rljax_offline.acting.multi_agent_runner import MultiAgentEnvRunner, random_policy
-from rljax_offline.algorithms.multi_agent import MultiAgentAlgorithm
 from rljax_offline.algorithms.multi_agent_data import episodes_by_module, read_input
 from rljax_offline.data.multi_agent_io import write_multi_agent_episodes
 from rljax_offline.envs.async_agents import AsyncAgentsEnv
@@ -186,16 +186,7 @@ def test_save_and_restore_resume_exactly(async_data, tmp_path):
         policies={"fast", "slow", "late"}, policy_mapping_fn={a: a for a in
                                                               ("fast", "slow", "late")}),
         async_data)
-    straight = config.build()
-    straight.train()
-    straight.train()
-    first = config.build()
-    first.train()
-    first.save(str(tmp_path / "ckpt"))
-    resumed = MultiAgentAlgorithm.from_checkpoint(str(tmp_path / "ckpt"))  # saved config
-    assert resumed.iteration == 1
-    resumed.train()
-    assert _max_diff(_params(straight), _params(resumed)) == 0.0
+    assert_resume_is_exact(config, tmp_path, iterations=2)
 
 
 def test_evaluation_reports_the_team_and_per_module_returns(two_kinds_data):
