@@ -176,3 +176,12 @@ def max_diff(a, b):
     return max([0.0, *jax.tree_util.tree_leaves(jax.tree_util.tree_map(
         lambda x, y: float(np.max(np.abs(np.asarray(x, np.float64) -
                                          np.asarray(y, np.float64)))), a, b))])
+
+
+def assert_leaves_equal(a, b):
+    """The two trees hold as many leaves and each is bit for bit the same (the first that is
+    not is named by its path in `a`)."""
+    la, lb = jax.tree_util.tree_leaves_with_path(a), jax.tree_util.tree_leaves(b)
+    assert len(la) == len(lb), (len(la), len(lb))
+    for (path, x), y in zip(la, lb):
+        assert np.array_equal(np.asarray(x), np.asarray(y)), jax.tree_util.keystr(path)

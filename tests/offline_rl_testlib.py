@@ -4,6 +4,7 @@ check through the registry, and the evaluation returns of a short run."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+from learner_testlib import assert_leaves_equal
 
 from rljax_offline import spaces as sp
 from rljax_offline.learning.data_parallel import DataParallel, select_devices
@@ -52,12 +53,10 @@ def assert_resume_is_exact(config, tmp_path, iterations=3, restore_with_config=F
     assert [module_metrics(resumed) for _ in range(iterations - 1)] == metrics_straight[1:]
     want, got = jax.device_get((straight.state, resumed.state))
     assert jax.tree_util.tree_structure(want) == jax.tree_util.tree_structure(got)
-    for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(want),
-                            jax.tree_util.tree_leaves(got)):
-        assert np.array_equal(np.asarray(a), np.asarray(b)), jax.tree_util.keystr(path)
-    steps = {int(n) for path, leaf in jax.tree_util.tree_leaves_with_path(want)
-             if jax.tree_util.keystr(path).endswith(".step") for n in np.ravel(leaf)}
-    assert steps == {iterations * config.num_updates_per_iteration}, steps  # (stacked modules)
+    assert_leaves_equal(want, got)
+    states = want.values() if isinstance(want, dict) else [want]  # multi-agent: by group
+    steps = {int(n) for state in states for n in np.ravel(state.step)}  # (stacked modules)
+    assert steps == {iterations * config.num_updates_per_iteration}, steps
     straight.stop()
     resumed.stop()
 

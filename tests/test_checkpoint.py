@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 from flax import serialization
-from learner_testlib import DISCRETE, random_columns, spec_for
+from learner_testlib import DISCRETE, assert_leaves_equal, random_columns, spec_for
 
 from rljax_offline.algorithms.bc import BCConfig
 from rljax_offline.learning import checkpoint as ckpt
@@ -28,12 +28,6 @@ def learner():
     return bc.learning, None, dp, dp.scan_on_device(10), dp.put_data(data)
 
 
-def leaves_equal(a, b):
-    la, lb = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
-    return len(la) == len(lb) and all(np.array_equal(np.asarray(x), np.asarray(y))
-                                      for x, y in zip(la, lb))
-
-
 def test_round_trip_keeps_every_part_of_the_state(learner, tmp_path):
     policy, opt, dp, scan, data = learner
     cstate = ({"count": np.float32(7.0), "mean": np.arange(4, dtype=np.float32)},)
@@ -44,7 +38,7 @@ def test_round_trip_keeps_every_part_of_the_state(learner, tmp_path):
     target = init_state(policy, seed=99, connector_state=jax.tree_util.tree_map(
         np.zeros_like, cstate))
     back = ckpt.load_state(str(tmp_path / "c"), target)
-    assert leaves_equal(back, jax.device_get(state))
+    assert_leaves_equal(back, jax.device_get(state))
     assert int(back.step) == 10
     assert ckpt.load_meta(str(tmp_path / "c")) == {"config": config, "iteration": 1}
 
@@ -64,7 +58,7 @@ def test_resume_then_train_equals_uninterrupted(learner, tmp_path):
     for want in losses[1:]:
         resumed, m = scan(resumed, data)
         assert float(m["policy_loss"]) == want
-    assert leaves_equal(jax.device_get(resumed), jax.device_get(straight))
+    assert_leaves_equal(jax.device_get(resumed), jax.device_get(straight))
 
 
 def test_save_is_atomic(learner, tmp_path, monkeypatch):
@@ -81,7 +75,7 @@ def test_save_is_atomic(learner, tmp_path, monkeypatch):
         ckpt.save_checkpoint(path, init_state(policy, seed=2), {"iteration": 2})
     assert os.listdir(tmp_path) == ["c"]  # no temp folder left behind
     assert ckpt.load_meta(path)["iteration"] == 1
-    assert leaves_equal(ckpt.load_state(path, first), jax.device_get(first))
+    assert_leaves_equal(ckpt.load_state(path, first), jax.device_get(first))
     monkeypatch.undo()
     ckpt.save_checkpoint(path, init_state(policy, seed=2), {"iteration": 2})
     assert ckpt.load_meta(path)["iteration"] == 2 and os.listdir(tmp_path) == ["c"]
